@@ -1,0 +1,45 @@
+"""greenroute: sustainable scheduling of LLM inference across geo-distributed datacenters.
+
+The Python API: :func:`run`, :func:`compare`, :func:`run_manifest`; registries for policies
+(:func:`register_geo_policy`) and scenarios (:func:`register_scenario`).
+"""
+
+__version__ = "0.1.0"
+
+from greenroute.api import compare, run, run_manifest
+from greenroute.bench.scenarios import get_scenario, register_scenario, scenario_names
+from greenroute.constraints import ConstraintSet, Exclusion
+from greenroute.policies.registry import (
+    geo_policy_names,
+    make_geo_policy,
+    register_geo_policy,
+)
+from greenroute.sim.types import (
+    ClusterInfo,
+    GeoPolicy,
+    LocalPolicy,
+    ObjectiveWeights,
+    Observation,
+    Plan,
+)
+
+__all__ = [
+    "ClusterInfo",
+    "ConstraintSet",
+    "Exclusion",
+    "GeoPolicy",
+    "LocalPolicy",
+    "ObjectiveWeights",
+    "Observation",
+    "Plan",
+    "__version__",
+    "compare",
+    "geo_policy_names",
+    "get_scenario",
+    "make_geo_policy",
+    "register_geo_policy",
+    "register_scenario",
+    "run",
+    "run_manifest",
+    "scenario_names",
+]

@@ -1,0 +1,177 @@
+"""The Python API (the CLI is a thin layer over it).
+
+>>> import greenroute
+>>> res = greenroute.run(scenario="demo", policy="lowest-carbon", seed=0)
+>>> res.metrics["carbon_kg"], res.epochs.head()
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from greenroute.constraints import ConstraintSet
+from greenroute.data.paths import resolve_data_dir
+from greenroute.errors import ConfigError
+from greenroute.sim.engine import Prepared, SimConfig, Simulation, prepare
+from greenroute.sim.results import RunResult
+from greenroute.sim.scenario import Scenario
+from greenroute.sim.types import GeoPolicy, LocalPolicy, ObjectiveWeights
+
+
+def resolve_scenario(
+    scenario: str | Scenario,
+    *,
+    days: float | None = None,
+    fidelity: str | None = None,
+    constraints: ConstraintSet | None = None,
+    facility: str | None = None,
+) -> Scenario:
+    from greenroute.bench.scenarios import get_scenario
+
+    sc = get_scenario(scenario) if isinstance(scenario, str) else scenario
+    merged = constraints
+    if constraints is not None and not sc.constraints.is_empty():
+        merged = ConstraintSet(
+            sc.constraints.exclusions + constraints.exclusions,
+            {**sc.constraints.residency, **constraints.residency},
+            {**sc.constraints.power_caps_kw, **constraints.power_caps_kw},
+            constraints.max_one_way_latency_s or sc.constraints.max_one_way_latency_s,
+        )
+    return sc.with_options(days=days, fidelity=fidelity, constraints=merged, facility=facility)
+
+
+def _policy(policy: str | GeoPolicy, options: dict | None) -> GeoPolicy:
+    from greenroute.policies.registry import make_geo_policy
+
+    if isinstance(policy, str):
+        return make_geo_policy(policy, **(options or {}))
+    return policy
+
+
+def run(
+    scenario: str | Scenario = "demo",
+    policy: str | GeoPolicy = "lowest-carbon",
+    *,
+    local_policy: str | LocalPolicy = "least-loaded",
+    seed: int = 0,
+    days: float | None = None,
+    data_dir: str | Path | None = None,
+    fidelity: str | None = None,
+    constraints: ConstraintSet | None = None,
+    weights: ObjectiveWeights | None = None,
+    forecast: str = "perfect",
+    forecast_error: float = 0.0,
+    facility: str | None = None,
+    policy_options: dict | None = None,
+    on_invalid: str = "raise",
+    record_requests: bool = False,
+    prepared: Prepared | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> RunResult:
+    """Simulate one geo policy on a scenario and return its metrics and per-epoch frame."""
+    if prepared is None:
+        sc = resolve_scenario(
+            scenario, days=days, fidelity=fidelity, constraints=constraints, facility=facility
+        )
+        prepared = prepare(sc, seed=seed, data_dir=resolve_data_dir(data_dir))
+    if forecast == "noisy" and not forecast_error > 0:
+        raise ConfigError("--forecast noisy needs --forecast-error > 0")
+    if forecast_error > 0 and forecast == "perfect":
+        forecast = "noisy"
+    config = SimConfig(
+        seed=seed,
+        forecast=forecast,
+        forecast_error=forecast_error,
+        weights=weights or ObjectiveWeights(),
+        on_invalid=on_invalid,
+        record_requests=record_requests,
+    )
+    geo = _policy(policy, policy_options)
+    sim = Simulation(prepared, geo, local_policy, config, progress=progress)
+    return sim.run()
+
+
+def compare(
+    scenario: str | Scenario = "demo",
+    policies: Sequence[str | GeoPolicy] = ("local-only", "lowest-carbon"),
+    *,
+    seed: int = 0,
+    days: float | None = None,
+    data_dir: str | Path | None = None,
+    on_result: Callable[[RunResult], None] | None = None,
+    **kwargs,
+) -> list[RunResult]:
+    """Run several policies on the same prepared scenario (same workload, signals, seed)."""
+    sc = resolve_scenario(
+        scenario,
+        days=days,
+        fidelity=kwargs.pop("fidelity", None),
+        constraints=kwargs.pop("constraints", None),
+        facility=kwargs.pop("facility", None),
+    )
+    prep = prepare(sc, seed=seed, data_dir=resolve_data_dir(data_dir))
+    out = []
+    for p in policies:
+        res = run(sc, p, seed=seed, prepared=prep, **kwargs)
+        out.append(res)
+        if on_result is not None:
+            on_result(res)
+    return out
+
+
+def run_manifest(path: str | Path, **overrides) -> RunResult:
+    """Re-run exactly what a manifest describes (scenario, options, seed, data)."""
+    from greenroute.errors import DataFormatError
+
+    path = Path(path)
+    try:
+        m = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DataFormatError(path, "manifest not found") from None
+    except json.JSONDecodeError as exc:
+        raise DataFormatError(path, f"not valid JSON ({exc.msg})", exc.lineno) from None
+    required = ("scenario", "policy", "seed", "days")
+    missing = [k for k in required if k not in m]
+    if missing:
+        raise DataFormatError(path, f"manifest lacks {missing}")
+    data_dir = overrides.pop("data_dir", m.get("data_dir"))
+    w = m.get("weights") or {}
+    res = run(
+        m["scenario"],
+        m["policy"],
+        local_policy=m.get("local_policy", "least-loaded"),
+        seed=int(m["seed"]),
+        days=float(m["days"]),
+        data_dir=data_dir,
+        fidelity=m.get("fidelity"),
+        constraints=ConstraintSet.from_dict(m.get("constraints")),
+        weights=ObjectiveWeights(**w) if w else None,
+        forecast=m.get("forecast", "perfect"),
+        forecast_error=float(m.get("forecast_error", 0.0)),
+        facility=m.get("facility"),
+        policy_options=m.get("policy_options") or None,
+        on_invalid=m.get("on_invalid", "raise"),
+        **overrides,
+    )
+    want = m.get("input_files_sha256") or {}
+    got = res.manifest.get("input_files_sha256") or {}
+    changed = sorted(k for k in want if want[k] != got.get(k))
+    if changed:
+        raise DataFormatError(path, f"input data changed since the manifest was written: {changed}")
+    return res
+
+
+def metrics_equal(a: dict, b: dict, rel: float = 1e-9) -> bool:
+    for k in a:
+        x, y = a[k], b.get(k)
+        if isinstance(x, float) and isinstance(y, float):
+            if math.isnan(x) and math.isnan(y):
+                continue
+            if not math.isclose(x, y, rel_tol=rel, abs_tol=1e-12):
+                return False
+        elif x != y:
+            return False
+    return True

@@ -1,0 +1,445 @@
+"""The ``greenroute`` command (a thin layer over :mod:`greenroute.api`)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from greenroute.errors import ConfigError, GreenrouteError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Carbon-, water-, cost- and latency-aware scheduling of LLM inference across regions.",
+    pretty_exceptions_enable=False,
+)
+out_console = Console()
+err_console = Console(stderr=True)
+
+TABLE_COLUMNS = (
+    ("carbon_kg", "Carbon (kg)", "{:,.1f}"),
+    ("cost_usd", "Energy cost ($)", "{:,.2f}"),
+    ("energy_kwh", "Energy (kWh)", "{:,.1f}"),
+    ("water_m3", "Water (m³)", "{:,.2f}"),
+    ("slo_violation_pct", "SLO viol. (%)", "{:.2f}"),
+    ("max_defer_delay_min", "Max delay (min)", "{:,.0f}"),
+    ("ttft_mean_s", "TTFT mean (s)", "{:.3f}"),
+    ("ttft_p99_s", "TTFT p99 (s)", "{:.3f}"),
+)
+EXTENSIVE = ("carbon_kg", "cost_usd", "energy_kwh", "water_m3")
+
+
+def user_errors(fn):
+    """Turn user errors into one line on stderr and exit code 2 (no traceback)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except GreenrouteError as err:
+            err_console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
+            raise typer.Exit(err.exit_code) from None
+
+    return wrapper
+
+
+# ------------------------------------------------------------------ shared options
+ScenarioOpt = Annotated[str, typer.Option("--scenario", "-s", help="scenario name")]
+DaysOpt = Annotated[float | None, typer.Option(help="override the scenario length (days)")]
+SeedOpt = Annotated[int, typer.Option(help="random seed (workload, signals, policies)")]
+DataDirOpt = Annotated[
+    Path | None,
+    typer.Option(help="real data directory (default $GREENROUTE_DATA_DIR; else embedded data)"),
+]
+OutOpt = Annotated[Path | None, typer.Option(help="write metrics, epochs and manifest here")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON to stdout")]
+LocalOpt = Annotated[str, typer.Option(help="local (per-request) policy")]
+FidelityOpt = Annotated[str | None, typer.Option(help="request | fluid (default: scenario's)")]
+ExcludeOpt = Annotated[
+    list[str] | None, typer.Option(help="exclude REGION or REGION@START_H-END_H (repeatable)")
+]
+ResidencyOpt = Annotated[list[str] | None, typer.Option(help="residency ORIGIN=R1+R2 (repeatable)")]
+CapOpt = Annotated[list[str] | None, typer.Option(help="IT power cap REGION=KW (repeatable)")]
+WeightsOpt = Annotated[
+    str | None,
+    typer.Option(help="objective weights, e.g. carbon=0.4,water=0.2,cost=0.2,latency=0.2"),
+]
+ForecastOpt = Annotated[str, typer.Option(help="perfect | persistence | ewma | noisy")]
+ForecastErrOpt = Annotated[float, typer.Option(help="relative forecast error (noisy forecaster)")]
+PerDayOpt = Annotated[bool, typer.Option("--per-day", help="show extensive metrics per day")]
+
+
+def _constraints(exclude, residency, power_cap):
+    from greenroute.constraints import (
+        ConstraintSet,
+        parse_exclusion,
+        parse_power_cap,
+        parse_residency,
+    )
+
+    cs = ConstraintSet()
+    for text in exclude or []:
+        cs = cs.with_exclusion(parse_exclusion(text))
+    for text in residency or []:
+        cs = cs.with_residency(*parse_residency(text))
+    for text in power_cap or []:
+        cs = cs.with_power_cap(*parse_power_cap(text))
+    return None if cs.is_empty() else cs
+
+
+def parse_weights(text: str | None):
+    from greenroute.sim.types import ObjectiveWeights
+
+    if not text:
+        return None
+    fields = {"carbon", "water", "cost", "latency", "slo_penalty"}
+    values: dict[str, float] = {}
+    for part in text.split(","):
+        key, sep, val = part.partition("=")
+        key = key.strip()
+        if not sep or key not in fields:
+            raise ConfigError(
+                f"bad --weights {text!r}: expected NAME=VALUE pairs with NAME in {sorted(fields)}"
+            )
+        try:
+            values[key] = float(val)
+        except ValueError:
+            raise ConfigError(f"bad --weights {text!r}: {val!r} is not a number") from None
+        if not (values[key] >= 0 and math.isfinite(values[key])):
+            raise ConfigError(f"bad --weights {text!r}: weights must be finite and >= 0")
+    base = {k: 0.0 for k in ("carbon", "water", "cost", "latency")}
+    base.update(values)
+    return ObjectiveWeights(**base)
+
+
+class _Bar:
+    """A rich progress bar on stderr, shown only once work has taken more than a second."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.t0 = time.perf_counter()
+        self.progress: Progress | None = None
+        self.task = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.progress is None:
+            if time.perf_counter() - self.t0 < 1.0:
+                return
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total} epochs"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=err_console,
+                transient=True,
+            )
+            self.progress.start()
+            self.task = self.progress.add_task(self.label, total=total)
+        self.progress.update(self.task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+def _fmt(v, spec: str) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return spec.format(v)
+
+
+def print_table(results, title: str, per_day: bool = False) -> None:
+    table = Table(title=title, title_justify="left")
+    table.add_column("Policy", style="bold")
+    for key, label, _ in TABLE_COLUMNS:
+        suffix = "/day" if per_day and key in EXTENSIVE else ""
+        table.add_column(label + suffix, justify="right")
+    extra_gap = any("oracle_gap_pct" in r.metrics for r in results)
+    if extra_gap:
+        table.add_column("Oracle gap (%)", justify="right")
+    for r in results:
+        days = r.metrics.get("days", 1.0) or 1.0
+        cells = []
+        for key, _, spec in TABLE_COLUMNS:
+            v = r.metrics.get(key)
+            if per_day and key in EXTENSIVE and v is not None:
+                v = v / days
+            cells.append(_fmt(v, spec))
+        if extra_gap:
+            cells.append(_fmt(r.metrics.get("oracle_gap_pct"), "{:.1f}"))
+        table.add_row(r.policy, *cells)
+    out_console.print(table)
+
+
+# ------------------------------------------------------------------ commands
+@app.command()
+@user_errors
+def run(
+    scenario: ScenarioOpt = "demo",
+    policy: Annotated[
+        str, typer.Option("--policy", "-p", help="geo policy name")
+    ] = "lowest-carbon",
+    local_policy: LocalOpt = "least-loaded",
+    days: DaysOpt = None,
+    seed: SeedOpt = 0,
+    data_dir: DataDirOpt = None,
+    out: OutOpt = None,
+    json_out: JsonOpt = False,
+    manifest: Annotated[
+        Path | None, typer.Option(help="re-run exactly what this manifest.json describes")
+    ] = None,
+    fidelity: FidelityOpt = None,
+    exclude: ExcludeOpt = None,
+    residency: ResidencyOpt = None,
+    power_cap: CapOpt = None,
+    weights: WeightsOpt = None,
+    forecast: ForecastOpt = "perfect",
+    forecast_error: ForecastErrOpt = 0.0,
+    record_requests: Annotated[bool, typer.Option(help="also write requests.parquet")] = False,
+) -> None:
+    """Simulate one geo policy on a scenario."""
+    from greenroute import api
+    from greenroute.output import metrics_json, write_run
+
+    if out is not None and out.exists() and any(out.iterdir()):
+        raise ConfigError(f"--out {out} exists and is not empty; choose a new directory")
+    bar = _Bar(f"{scenario}/{policy}")
+    try:
+        if manifest is not None:
+            res = api.run_manifest(manifest, progress=bar)
+        else:
+            res = api.run(
+                scenario,
+                policy,
+                local_policy=local_policy,
+                seed=seed,
+                days=days,
+                data_dir=data_dir,
+                fidelity=fidelity,
+                constraints=_constraints(exclude, residency, power_cap),
+                weights=parse_weights(weights),
+                forecast=forecast,
+                forecast_error=forecast_error,
+                record_requests=record_requests,
+                progress=bar,
+            )
+    finally:
+        bar.close()
+    if out is not None:
+        write_run(res, out)
+    for note in res.notes:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+    if json_out:
+        payload = {"scenario": res.scenario, "policy": res.policy, "metrics": metrics_json(res)}
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+    else:
+        print_table([res], f"{res.scenario} ({res.fidelity}, {res.metrics['days']:g} days)")
+
+
+@app.command()
+@user_errors
+def compare(
+    scenario: ScenarioOpt = "demo",
+    policies: Annotated[
+        str, typer.Option(help="comma-separated geo policies")
+    ] = "local-only,lowest-carbon",
+    local_policy: LocalOpt = "least-loaded",
+    days: DaysOpt = None,
+    seed: SeedOpt = 0,
+    data_dir: DataDirOpt = None,
+    out: OutOpt = None,
+    json_out: JsonOpt = False,
+    fidelity: FidelityOpt = None,
+    exclude: ExcludeOpt = None,
+    residency: ResidencyOpt = None,
+    power_cap: CapOpt = None,
+    weights: WeightsOpt = None,
+    forecast: ForecastOpt = "perfect",
+    forecast_error: ForecastErrOpt = 0.0,
+    per_day: PerDayOpt = False,
+) -> None:
+    """Compare geo policies on one scenario (same workload, signals and seed)."""
+    from greenroute.output import metrics_json, write_compare
+    from greenroute.policies.registry import geo_policy_names
+
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    if not names:
+        raise ConfigError("--policies is empty")
+    valid = geo_policy_names()
+    for n in names:
+        if n not in valid and not n.startswith("rl:"):
+            from greenroute.errors import UnknownNameError
+
+            raise UnknownNameError("policy", n, valid)
+    if out is not None and out.exists() and any(out.iterdir()):
+        raise ConfigError(f"--out {out} exists and is not empty; choose a new directory")
+    results = _compare_with_progress(
+        scenario,
+        names,
+        local_policy=local_policy,
+        seed=seed,
+        days=days,
+        data_dir=data_dir,
+        fidelity=fidelity,
+        constraints=_constraints(exclude, residency, power_cap),
+        weights=parse_weights(weights),
+        forecast=forecast,
+        forecast_error=forecast_error,
+    )
+    if out is not None:
+        write_compare(results, out)
+    for note in results[0].notes if results else []:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+    if json_out:
+        payload = {
+            "scenario": results[0].scenario,
+            "results": [{"policy": r.policy, "metrics": metrics_json(r)} for r in results],
+        }
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+    else:
+        r0 = results[0]
+        print_table(
+            results,
+            f"{r0.scenario} ({r0.fidelity}, {r0.metrics['days']:g} days, seed {r0.seed})",
+            per_day=per_day,
+        )
+
+
+def _compare_with_progress(scenario, names, **kwargs):
+    from greenroute import api
+
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
+    t0 = time.perf_counter()
+    state = {"started": False, "task": None, "sub": None}
+
+    def ensure():
+        if not state["started"] and time.perf_counter() - t0 > 1.0:
+            progress.start()
+            state["task"] = progress.add_task("policies", total=len(names))
+            state["sub"] = progress.add_task("epochs", total=1)
+            state["started"] = True
+
+    done = {"n": 0}
+
+    def on_epoch(i, total):
+        ensure()
+        if state["started"]:
+            progress.update(state["sub"], completed=i, total=total,
+                            description=f"  {names[min(done['n'], len(names) - 1)]}")  # fmt: skip
+
+    def on_result(res):
+        done["n"] += 1
+        ensure()
+        if state["started"]:
+            progress.update(state["task"], completed=done["n"])
+
+    try:
+        return api.compare(scenario, names, on_result=on_result, progress=on_epoch, **kwargs)
+    finally:
+        if state["started"]:
+            progress.stop()
+
+
+@app.command()
+@user_errors
+def demo(
+    seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Compare every geo baseline on the 'demo' scenario (embedded data, about 10-20 s)."""
+    from greenroute.output import metrics_json
+    from greenroute.policies.registry import geo_policy_names
+
+    baselines = [p for p in BASELINES if p in geo_policy_names()]
+    results = _compare_with_progress("demo", baselines, seed=seed)
+    if json_out:
+        payload = {
+            "scenario": "demo",
+            "results": [{"policy": r.policy, "metrics": metrics_json(r)} for r in results],
+        }
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        return
+    print_table(results, "demo: 3 regions (DE-LU, US-CAL-CISO, SG), 1 day, embedded signals")
+    out_console.print(
+        "Next: `greenroute compare --scenario geo3 --data-dir ../shared/data "
+        "--policies local-only,lowest-carbon` (31 days, real signals)."
+    )
+
+
+BASELINES = (
+    "local-only",
+    "round-robin",
+    "random",
+    "least-loaded",
+    "lowest-carbon",
+    "lowest-price",
+    "coolest",
+    "nearest",
+    "carbon-threshold",
+)
+
+
+@app.command()
+@user_errors
+def scenarios(json_out: JsonOpt = False) -> None:
+    """List the registered scenarios."""
+    from greenroute.bench.scenarios import scenario_descriptions
+
+    desc = scenario_descriptions()
+    if json_out:
+        sys.stdout.write(json.dumps(desc, indent=2) + "\n")
+        return
+    table = Table(title="scenarios", title_justify="left")
+    table.add_column("name", style="bold")
+    table.add_column("description")
+    for k, v in desc.items():
+        table.add_row(k, v)
+    out_console.print(table)
+
+
+@app.command()
+@user_errors
+def policies(json_out: JsonOpt = False) -> None:
+    """List the registered geo and local policies."""
+    from greenroute.policies.local import LOCAL_POLICIES
+    from greenroute.policies.registry import geo_policy_docs
+
+    geo = geo_policy_docs()
+    local = {k: (v.__doc__ or "").strip() for k, v in sorted(LOCAL_POLICIES.items())}
+    if json_out:
+        sys.stdout.write(json.dumps({"geo": geo, "local": local}, indent=2) + "\n")
+        return
+    for title, items in (("geo policies", geo), ("local policies", local)):
+        table = Table(title=title, title_justify="left")
+        table.add_column("name", style="bold")
+        table.add_column("description")
+        for k, v in items.items():
+            table.add_row(k, v)
+        out_console.print(table)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

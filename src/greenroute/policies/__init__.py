@@ -1,0 +1,1 @@
+"""Scheduling policies: geo heuristics, local policies, registry."""

@@ -1,0 +1,269 @@
+"""Geo-level baseline heuristics (seed 000 Table 7 RBCs, seed 002 baselines, common practice).
+
+Capacity-aware heuristics share :func:`greedy_fill`: each origin's forecast demand (in
+slot-seconds per second) is poured into its allowed regions in order of a score, up to a
+target utilisation, most-constrained origins first; what does not fit is spread over the
+origin's allowed regions in proportion to their capacity.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from greenroute.policies.registry import register_geo_policy
+from greenroute.sim.types import N_CLASSES, ClusterInfo, Observation, Plan
+
+DEFAULT_TARGET_UTILISATION = 0.8  # headroom kept so queues stay short (engineering choice)
+
+
+def demand_slots(obs: Observation) -> np.ndarray:
+    """Forecast demand of the current epoch in busy slots, ``[C, O]``."""
+    per_req = obs.slot_s_per_request.max(axis=1)  # [C] conservative across regions
+    return obs.demand_rps[0] * per_req[:, None]
+
+
+def free_slots(obs: Observation, target: float) -> np.ndarray:
+    """Slots available this epoch under ``target`` utilisation, net of carried backlog."""
+    carried = obs.backlog_slot_s / obs.epoch_s
+    return np.maximum(target * obs.capacity_slots - carried, 0.0)
+
+
+def greedy_fill(
+    obs: Observation,
+    score: np.ndarray,
+    target: float = DEFAULT_TARGET_UTILISATION,
+    demand: np.ndarray | None = None,
+) -> np.ndarray:
+    """Route ``[C, O, R]`` filling lowest-``score`` regions first (score ``[R]`` or ``[O, R]``)."""
+    n_c, n_o, n_r = obs.allowed.shape
+    score = np.broadcast_to(np.asarray(score, dtype=float), (n_o, n_r))
+    dem = demand_slots(obs) if demand is None else demand
+    free = free_slots(obs, target)
+    route = np.zeros((n_c, n_o, n_r))
+    for c in range(n_c):
+        allowed = obs.allowed[c]
+        order_o = np.argsort(allowed.sum(axis=1), kind="stable")  # most constrained first
+        for o in order_o:
+            ok = np.flatnonzero(allowed[o])
+            if ok.size == 0:
+                continue
+            need = float(dem[c, o])
+            alloc = np.zeros(n_r)
+            for r in ok[np.argsort(score[o, ok], kind="stable")]:
+                if need <= 1e-12:
+                    break
+                take = min(need, free[r])
+                alloc[r] += take
+                free[r] -= take
+                need -= take
+            if need > 1e-12:  # overflow: in proportion to capacity
+                cap = obs.capacity_slots[ok]
+                w = cap / cap.sum() if cap.sum() > 0 else np.full(ok.size, 1.0 / ok.size)
+                alloc[ok] += need * w
+            total = alloc.sum()
+            if total <= 0:  # no demand forecast: send to the best-scoring region
+                alloc[ok[np.argmin(score[o, ok])]] = 1.0
+                total = 1.0
+            route[c, o] = alloc / total
+    return route
+
+
+def _normalise_mask(mask: np.ndarray) -> np.ndarray:
+    sums = mask.sum(axis=-1, keepdims=True)
+    return np.where(sums > 0, mask / np.where(sums > 0, sums, 1), 0.0)
+
+
+class _Base:
+    name = ""
+
+    def __init__(self, **options) -> None:
+        self.options = dict(options)
+
+    def reset(self, cluster: ClusterInfo, seed: int) -> None:
+        self.cluster = cluster
+        self.rng = np.random.default_rng(np.random.SeedSequence([seed, 0x6E0]))
+
+
+@register_geo_policy("local-only", "Serve every request in its origin's own region (no shifting).")
+class LocalOnly(_Base):
+    name = "local-only"
+
+    def plan(self, obs: Observation) -> Plan:
+        route = np.zeros(obs.allowed.shape)
+        for c in range(N_CLASSES):
+            for o, origin in enumerate(obs.origins):
+                ok = np.flatnonzero(obs.allowed[c, o])
+                if origin in obs.regions and obs.allowed[c, o, obs.regions.index(origin)]:
+                    route[c, o, obs.regions.index(origin)] = 1.0
+                elif ok.size:  # origin region not allowed/absent: the nearest allowed one
+                    route[c, o, ok[np.argmin(obs.latency_s[o, ok])]] = 1.0
+        return Plan(route=route, rationale="")
+
+
+@register_geo_policy(
+    "round-robin", "Rotate each origin's work over its allowed regions, epoch by epoch."
+)
+class RoundRobinGeo(_Base):
+    name = "round-robin"
+
+    def plan(self, obs: Observation) -> Plan:
+        route = np.zeros(obs.allowed.shape)
+        for c in range(N_CLASSES):
+            for o in range(obs.n_origins):
+                ok = np.flatnonzero(obs.allowed[c, o])
+                if ok.size:
+                    route[c, o, ok[(obs.epoch + o) % ok.size]] = 1.0
+        return Plan(route=route)
+
+
+@register_geo_policy("random", "A random allowed region per origin and epoch (sanity baseline).")
+class RandomGeo(_Base):
+    name = "random"
+
+    def plan(self, obs: Observation) -> Plan:
+        route = np.zeros(obs.allowed.shape)
+        for c in range(N_CLASSES):
+            for o in range(obs.n_origins):
+                ok = np.flatnonzero(obs.allowed[c, o])
+                if ok.size:
+                    route[c, o, ok[self.rng.integers(ok.size)]] = 1.0
+        return Plan(route=route)
+
+
+@register_geo_policy("least-loaded", "Split work to equalise projected utilisation across regions.")
+class LeastLoadedGeo(_Base):
+    name = "least-loaded"
+
+    def plan(self, obs: Observation) -> Plan:
+        # water-filling on utilisation: fill the region with the lowest projected load first
+        util = (obs.busy_slots + obs.backlog_slot_s / obs.epoch_s) / np.maximum(
+            obs.capacity_slots, 1e-9
+        )
+        dem = demand_slots(obs)
+        route = np.zeros(obs.allowed.shape)
+        load = util * obs.capacity_slots
+        cap = np.maximum(obs.capacity_slots, 1e-9)
+        for c in range(N_CLASSES):
+            for o in range(obs.n_origins):
+                ok = np.flatnonzero(obs.allowed[c, o])
+                if ok.size == 0:
+                    continue
+                alloc = _water_fill(load[ok], cap[ok], float(dem[c, o]))
+                if alloc.sum() <= 0:
+                    alloc = cap[ok].copy()
+                route[c, o, ok] = alloc / alloc.sum()
+                load[ok] += alloc if dem[c, o] > 0 else 0.0
+        return Plan(route=route)
+
+
+def _water_fill(load: np.ndarray, cap: np.ndarray, amount: float) -> np.ndarray:
+    """Add ``amount`` so that (load + x) / cap is equalised from the bottom up."""
+    if amount <= 0:
+        return np.zeros_like(load)
+    u = load / cap
+    order = np.argsort(u)
+    us, cs = u[order], cap[order]
+    level = us[0]
+    for k in range(1, len(us) + 1):
+        c_sum = cs[:k].sum()
+        used = float(((level - us[:k]) * cs[:k]).sum())
+        nxt = us[k] if k < len(us) else np.inf
+        if used + (nxt - level) * c_sum >= amount:
+            level = level + (amount - used) / c_sum
+            break
+        level = nxt
+    x = np.maximum(level - u, 0.0) * cap
+    return x * (amount / x.sum()) if x.sum() > 0 else x
+
+
+class _GreedyScore(_Base):
+    signal = ""
+
+    def __init__(self, target_utilisation: float = DEFAULT_TARGET_UTILISATION, **options) -> None:
+        super().__init__(target_utilisation=target_utilisation, **options)
+        self.target = float(target_utilisation)
+
+    def score(self, obs: Observation) -> np.ndarray:
+        return getattr(obs, self.signal)[0]
+
+    def plan(self, obs: Observation) -> Plan:
+        score = self.score(obs)
+        route = greedy_fill(obs, score, self.target)
+        best = int(np.argmin(score if score.ndim == 1 else score.mean(axis=0)))
+        return Plan(
+            route=route,
+            rationale=f"{self.name}: lowest {self.signal} now in {obs.regions[best]}",
+        )
+
+
+@register_geo_policy(
+    "lowest-carbon", "Greedy, capacity-aware: fill the lowest carbon-intensity regions first."
+)
+class LowestCarbon(_GreedyScore):
+    name = "lowest-carbon"
+    signal = "carbon_intensity_g_per_kwh"
+
+
+@register_geo_policy(
+    "lowest-price", "Greedy, capacity-aware: fill the cheapest-electricity regions first."
+)
+class LowestPrice(_GreedyScore):
+    name = "lowest-price"
+    signal = "price_usd_per_kwh"
+
+
+@register_geo_policy(
+    "coolest",
+    "Greedy, capacity-aware: prioritise low ambient temperature "
+    "(seed 000's 'Prioritize Temperature').",
+)
+class Coolest(_GreedyScore):
+    name = "coolest"
+    signal = "temp_c"
+
+
+@register_geo_policy("nearest", "Greedy, capacity-aware per origin: lowest network latency first.")
+class Nearest(_GreedyScore):
+    name = "nearest"
+    signal = "latency_s"
+
+    def score(self, obs: Observation) -> np.ndarray:
+        return obs.latency_s
+
+
+@register_geo_policy(
+    "carbon-threshold",
+    "Temporal shifting: hold deferrable work while carbon intensity is high relative to the "
+    "rest of its window, release when low or at the deadline; serve locally.",
+)
+class CarbonThreshold(_Base):
+    name = "carbon-threshold"
+
+    def __init__(self, quantile: float = 0.35, **options) -> None:
+        super().__init__(quantile=quantile, **options)
+        self.quantile = float(quantile)
+        self._local = LocalOnly()
+
+    def reset(self, cluster: ClusterInfo, seed: int) -> None:
+        super().reset(cluster, seed)
+        self._local.reset(cluster, seed)
+
+    def plan(self, obs: Observation) -> Plan:
+        base = self._local.plan(obs)
+        ci = obs.carbon_intensity_g_per_kwh  # [H+1, R]
+        hold = np.zeros(obs.n_origins)
+        notes = []
+        for o in range(obs.n_origins):
+            dest = base.route[1, o]
+            ci_path = ci @ dest  # intensity where this origin's deferrable work would run
+            # window: the forecast horizon, cut at the earliest pending deadline
+            left = obs.pending_deadline_s[o] - obs.time_s
+            h_max = int(min(obs.horizon, max(left // obs.epoch_s - 1, 0)))
+            window = ci_path[: h_max + 1]
+            if window.size <= 1:
+                continue
+            threshold = np.quantile(window, self.quantile)
+            if ci_path[0] > threshold:
+                hold[o] = 1.0
+                notes.append(f"{obs.origins[o]} holds ({ci_path[0]:.0f} > {threshold:.0f} g/kWh)")
+        return Plan(route=base.route, hold=hold, rationale="; ".join(notes))

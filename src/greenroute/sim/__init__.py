@@ -1,0 +1,1 @@
+"""The simulation engine: types, cluster, kernel, fluid model, results."""

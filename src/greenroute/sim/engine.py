@@ -1,0 +1,500 @@
+"""The simulation engine: epochs, observations, plan validation, dispatch, ledgers.
+
+One loop drives both fidelities. At each epoch the geo policy sees an :class:`Observation`
+and returns a :class:`Plan`; the plan is validated against the hard constraints; then either
+every request is placed on a server by the compiled kernel (``request`` fidelity) or the
+epoch's demand is served by the fluid model (``fluid`` fidelity, see ``sim/fluid.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from greenroute.constraints import ConstraintSet
+from greenroute.data.workload import CLASS_DEFERRABLE, CLASS_INTERACTIVE, Requests
+from greenroute.errors import ConfigError, PlanViolationError
+from greenroute.sim.cluster import BuiltCluster, build_cluster
+from greenroute.sim.forecast import Forecaster
+from greenroute.sim.scenario import Scenario, TraceWorkload
+from greenroute.sim.service import N_LENGTH_SAMPLES, ServiceModel
+from greenroute.sim.signals import EpochSignals, build_epoch_signals
+from greenroute.sim.types import (
+    CLASSES,
+    N_CLASSES,
+    ClusterInfo,
+    GeoPolicy,
+    LocalPolicy,
+    ObjectiveWeights,
+    Observation,
+    Plan,
+)
+
+ON_INVALID = ("raise", "fallback")
+
+
+@dataclass
+class SimConfig:
+    seed: int = 0
+    forecast: str = "perfect"
+    forecast_error: float = 0.0
+    weights: ObjectiveWeights = field(default_factory=ObjectiveWeights)
+    on_invalid: str = "raise"  # "fallback": replace an invalid plan by the safe default, log it
+    record_requests: bool = False
+
+
+@dataclass
+class Prepared:
+    """Everything that does not depend on the policy: reusable across policies of a compare."""
+
+    scenario: Scenario
+    seed: int
+    data_dir: Path | None
+    built: BuiltCluster
+    signals: EpochSignals
+    factors: object  # FacilityFactors over [T, R]
+    latency_s: np.ndarray  # [O, R] one way
+    requests: Requests | None  # request fidelity
+    counts: np.ndarray | None  # fluid fidelity: [E, O, C, M]
+    expected_rps: np.ndarray  # [E+H, C, O] noise-free arrival rates
+    observed_rps: np.ndarray  # [E+H, C, O] realised arrival rates
+    service: ServiceModel
+    class_stats: dict[str, np.ndarray]
+    notes: list[str]
+    input_files: dict[str, str]
+    workload_source: str
+    prompt_sample: np.ndarray  # interactive prompt lengths (fluid TTFT percentiles)
+
+    @property
+    def n_epochs(self) -> int:
+        return self.scenario.n_epochs
+
+
+def _seed_int(seed: int, *tag: int) -> int:
+    return int(np.random.SeedSequence([seed, *tag]).generate_state(1)[0])
+
+
+def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> Prepared:
+    """Build the cluster, signals, workload and service model of a scenario."""
+    from greenroute.data import workload as W
+    from greenroute.physics.facility import get_facility_model
+    from greenroute.physics.network import latency_matrix_s
+
+    notes: list[str] = []
+    use_real = data_dir is not None and scenario.real_data
+    built = build_cluster(scenario.cluster, scenario.models, data_dir=None)
+    n_e, h = scenario.n_epochs, scenario.horizon
+    signals = build_epoch_signals(
+        scenario.regions,
+        scenario.start_utc,
+        n_e + h + 1,
+        scenario.epoch_s,
+        _seed_int(seed, 1) % (2**31),
+        data_dir if use_real else None,
+    )
+    if not use_real and scenario.real_data:
+        notes.append("no --data-dir: grid signals synthesised from the embedded profiles")
+    facility = get_facility_model(scenario.facility)
+    factors = facility.factors(
+        temp_c=signals.temp_c,
+        wetbulb_c=signals.wetbulb_c,
+        ci_g_per_kwh=signals.carbon_intensity_g_per_kwh,
+        price_usd_per_kwh=signals.price_usd_per_kwh,
+        ewif_l_per_kwh=signals.water_intensity_l_per_kwh,
+    )
+    if scenario.network:
+        latency = latency_matrix_s(scenario.origin_coords(), scenario.region_coords())
+    else:
+        latency = np.zeros((len(scenario.origins), len(scenario.regions)))
+    scenario.constraints.check_feasible(
+        scenario.origins, scenario.regions, scenario.duration_s, scenario.epoch_s, latency
+    )
+    n_o, n_m = len(scenario.origins), len(scenario.models)
+    rng_len = np.random.default_rng(_seed_int(seed, 2))
+    input_files = dict(signals.files)
+    requests = None
+    counts = None
+    wl = scenario.workload
+    t_total = n_e + h + 1
+    if isinstance(wl, TraceWorkload):
+        trace_path = scenario.trace_path(data_dir)
+        if trace_path is not None:
+            from greenroute.data.paths import file_sha256
+            from greenroute.data.traces import load_azure_llm_trace
+
+            df = load_azure_llm_trace(trace_path)
+            input_files[wl.file] = file_sha256(trace_path)
+            if wl.subsample_every > 1:
+                df = df.iloc[:: wl.subsample_every].reset_index(drop=True)
+                df["arrival_s"] = df["arrival_s"] - df["arrival_s"].iloc[0]
+            if wl.first_n is not None and wl.window_s is not None:
+                df = W.compress_to_window(df, wl.first_n, wl.window_s)
+            elif wl.first_n is not None:
+                df = df.iloc[: wl.first_n]
+            requests = W.requests_from_trace(df, origin=wl.origin, model=wl.model)
+            keep = requests.arrival_s < scenario.duration_s
+            requests = requests.take(np.flatnonzero(keep))
+            workload_source = f"trace:{wl.file}"
+            length_p = [requests.prompt_tokens, np.array([], dtype=float)]
+            length_o = [requests.output_tokens, np.array([], dtype=float)]
+            mix = np.zeros((N_CLASSES, n_m))
+            mix[:, wl.model] = 1.0
+            rate = np.zeros((t_total, N_CLASSES, n_o))
+            cnt = requests.counts_by_epoch(scenario.epoch_s, t_total, n_o, n_m)
+            rate[:, :, :] = cnt.sum(axis=3).transpose(0, 2, 1) / scenario.epoch_s
+            expected = np.repeat(rate[:n_e].mean(axis=0, keepdims=True), t_total, axis=0)
+            observed = rate
+        else:
+            if wl.fallback is None:
+                raise ConfigError(f"scenario {scenario.name} needs --data-dir (trace {wl.file})")
+            notes.append(
+                f"no --data-dir: trace {wl.file} replaced by a synthetic workload of the same shape"
+            )
+            wl = wl.fallback
+    if not isinstance(wl, TraceWorkload):
+        spec = wl
+        workload_source = "synthetic"
+        mix = np.zeros((N_CLASSES, n_m))
+        for k, m in enumerate(spec.models):
+            if m not in scenario.models:
+                raise ConfigError(f"workload model {m!r} not in scenario models {scenario.models}")
+            mix[:, scenario.models.index(m)] = spec.model_mix[k]
+        lm_i = W.get_length_model(spec.interactive_lengths)
+        lm_d = W.get_length_model(spec.deferrable_lengths)
+        pi, oi = lm_i.sample(N_LENGTH_SAMPLES, rng_len)
+        pd_, od = lm_d.sample(N_LENGTH_SAMPLES, rng_len)
+        length_p, length_o = [pi, pd_], [oi, od]
+        exp = W.expected_rate_rps(spec, scenario.start_utc, scenario.epoch_s, t_total)
+        expected = exp.transpose(0, 2, 1)  # [T, C, O]
+        wseed = _seed_int(seed, 3) % (2**31)
+        if scenario.fidelity == "request":
+            requests = W.generate_requests(spec, scenario.start_utc, scenario.duration_s, wseed)
+            cnt = requests.counts_by_epoch(scenario.epoch_s, t_total, n_o, n_m)
+        else:
+            cnt = W.sample_epoch_counts(spec, scenario.start_utc, scenario.epoch_s, t_total, wseed)
+            counts = cnt[:n_e].astype(float)
+        observed = cnt.sum(axis=3).transpose(0, 2, 1) / scenario.epoch_s
+    if scenario.fidelity == "fluid" and counts is None:
+        assert requests is not None
+        counts = requests.counts_by_epoch(scenario.epoch_s, n_e, n_o, n_m).astype(float)
+        requests = None
+    service = ServiceModel.from_samples(built, length_p, length_o, mix)
+    class_stats = service.region_class_stats()
+    return Prepared(
+        scenario=scenario,
+        seed=seed,
+        data_dir=data_dir,
+        built=built,
+        signals=signals,
+        factors=factors,
+        latency_s=latency,
+        requests=requests,
+        counts=counts,
+        expected_rps=expected,
+        observed_rps=observed,
+        service=service,
+        class_stats=class_stats,
+        notes=notes,
+        input_files=input_files,
+        workload_source=workload_source,
+        prompt_sample=np.asarray(length_p[0]),
+    )
+
+
+def cluster_info(prep: Prepared) -> ClusterInfo:
+    sc, b = prep.scenario, prep.built
+    return ClusterInfo(
+        regions=sc.regions,
+        origins=sc.origins,
+        models=sc.models,
+        epoch_s=sc.epoch_s,
+        n_epochs=sc.n_epochs,
+        capacity_slots=b.region_slots(),
+        n_servers=b.region_servers(),
+        idle_power_kw=b.region_idle_kw(),
+        peak_power_kw=b.region_peak_kw(),
+        latency_s=prep.latency_s,
+        region_latlon=sc.region_coords(),
+        origin_latlon=sc.origin_coords(),
+        ttft_slo_s=sc.ttft_slo_s,
+        scenario=sc.name,
+    )
+
+
+class Simulation:
+    """Run one geo policy (and a local policy) over a prepared scenario."""
+
+    def __init__(
+        self,
+        prep: Prepared,
+        geo: GeoPolicy,
+        local: LocalPolicy | str = "least-loaded",
+        config: SimConfig | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        from greenroute.policies.local import resolve_local_policy
+
+        self.prep = prep
+        self.sc = prep.scenario
+        self.geo = geo
+        self.config = config or SimConfig(seed=prep.seed)
+        if self.config.on_invalid not in ON_INVALID:
+            raise ConfigError(f"on_invalid must be one of {ON_INVALID}")
+        self.local = [resolve_local_policy(local) for _ in self.sc.regions]
+        for r, lp in enumerate(self.local):
+            lp.reset(self.sc.regions[r])
+        self.progress = progress
+        sc = self.sc
+        self.forecaster = Forecaster(
+            self.config.forecast,
+            self.config.forecast_error,
+            _seed_int(self.config.seed, 4) % (2**31),
+            epochs_per_day=max(1, round(86400 / sc.epoch_s)),
+        )
+        self.info = cluster_info(prep)
+        self.hard_caps_kw = np.array(
+            [sc.constraints.power_caps_kw.get(r, np.inf) for r in sc.regions], dtype=float
+        )
+        self.plan_log: list[dict] = []
+        self.invalid_plans: list[str] = []
+        self.wall_s = 0.0
+        self.plan_s = 0.0
+
+    # ------------------------------------------------------------------ helpers
+    def effective_slots(self, plan_cap_kw: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Per-server usable slots and per-region slot fraction under the power caps."""
+        b = self.prep.built
+        cap = self.hard_caps_kw.copy()
+        if plan_cap_kw is not None:
+            pc = np.asarray(plan_cap_kw, dtype=float)
+            cap = np.where(np.isnan(pc), cap, np.minimum(cap, pc))
+        idle = b.region_idle_kw()
+        dyn = b.region_peak_kw() - idle
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = np.where(dyn > 0, (cap - idle) / dyn, np.where(cap >= idle, 1.0, 0.0))
+        frac = np.clip(np.nan_to_num(frac, nan=1.0, posinf=1.0), 0.0, 1.0)
+        eff = np.floor(b.server_slots * frac[b.server_region] + 1e-9).astype(np.int64)
+        return eff, frac
+
+    def observation(self, e: int, state: dict[str, np.ndarray], resident, pending) -> Observation:
+        sc, prep, fc = self.sc, self.prep, self.forecaster
+        h = sc.horizon
+        sig, f = prep.signals, prep.factors
+        t0 = e * sc.epoch_s
+        allowed = sc.constraints.allowed_mask(
+            sc.origins, sc.regions, t0, t0 + sc.epoch_s, prep.latency_s
+        )
+        _, frac = self.effective_slots(None)
+        cap_slots = prep.built.region_slots() * frac
+        kv_cap = np.zeros(prep.built.n_regions)
+        b = prep.built
+        for s in range(b.n_servers):
+            ty = b.server_hw[s] * b.n_models + b.server_model0[s]
+            if np.isfinite(b.kv_cap_bytes[ty]):
+                kv_cap[b.server_region[s]] += b.kv_cap_bytes[ty]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            kv_free = np.where(kv_cap > 0, 1.0 - state["kv_used"] / kv_cap, 1.0)
+        cs = prep.class_stats
+        return Observation(
+            epoch=e,
+            time_s=t0,
+            time_utc=sc.start_utc + pd.Timedelta(seconds=t0),
+            epoch_s=sc.epoch_s,
+            regions=sc.regions,
+            origins=sc.origins,
+            carbon_intensity_g_per_kwh=fc.signal(sig.carbon_intensity_g_per_kwh, e, h),
+            price_usd_per_kwh=fc.signal(sig.price_usd_per_kwh, e, h),
+            temp_c=fc.signal(sig.temp_c, e, h),
+            wetbulb_c=fc.signal(sig.wetbulb_c, e, h),
+            water_intensity_l_per_kwh=fc.signal(sig.water_intensity_l_per_kwh, e, h),
+            energy_kwh_per_it_kwh=fc.signal(f.total_kwh, e, h),
+            carbon_g_per_it_kwh=fc.signal(f.carbon_g, e, h),
+            water_l_per_it_kwh=fc.signal(f.water_onsite_l + f.water_offsite_l, e, h),
+            cost_usd_per_it_kwh=fc.signal(f.cost_usd, e, h),
+            it_kwh_per_request=cs["it_kwh"],
+            slot_s_per_request=cs["slot_s"],
+            prefill_s_per_request=cs["prefill_s"],
+            capacity_slots=cap_slots,
+            busy_slots=state["busy"],
+            queue_len=state["queue"],
+            backlog_slot_s=state["backlog"],
+            kv_free_frac=np.clip(kv_free, 0.0, 1.0),
+            resident_models=tuple(frozenset(sc.models[m] for m in ms) for ms in resident),
+            idle_power_kw=b.region_idle_kw(),
+            peak_power_kw=b.region_peak_kw(),
+            demand_rps=fc.demand(prep.observed_rps, prep.expected_rps, e, h),
+            pending_deferrable=pending[0],
+            pending_deadline_s=pending[1],
+            latency_s=prep.latency_s,
+            allowed=allowed,
+            ttft_slo_s=sc.ttft_slo_s,
+            weights=self.config.weights,
+            constraints=sc.constraints,
+            forecast_error=self.config.forecast_error,
+        )
+
+    def get_plan(self, obs: Observation) -> Plan:
+        t = time.perf_counter()
+        plan = self.geo.plan(obs)
+        self.plan_s += time.perf_counter() - t
+        sc = self.sc
+        try:
+            sc.constraints.validate(
+                plan.route,
+                plan.hold,
+                plan.power_cap_kw,
+                sc.origins,
+                sc.regions,
+                obs.allowed,
+                obs.epoch,
+            )
+        except PlanViolationError as err:
+            if self.config.on_invalid == "raise":
+                raise PlanViolationError(
+                    err.rule,
+                    f"policy {getattr(self.geo, 'name', '?')}: " + str(err).split(": ", 1)[1],
+                ) from None
+            self.invalid_plans.append(str(err))
+            plan = safe_plan(obs)
+        return plan
+
+    # ------------------------------------------------------------------ run
+    def run(self):
+        from greenroute.sim.results import finalize_fluid, finalize_request
+
+        t_start = time.perf_counter()
+        self.geo.reset(self.info, self.config.seed)
+        if self.sc.fidelity == "request":
+            backend = self._run_request()
+            self.wall_s = time.perf_counter() - t_start
+            return finalize_request(self, backend)
+        fluid = self._run_fluid()
+        self.wall_s = time.perf_counter() - t_start
+        return finalize_fluid(self, fluid)
+
+    def _run_request(self):
+        from greenroute.policies.local import local_policy_code
+        from greenroute.sim.request_mode import RequestBackend
+
+        sc, prep = self.sc, self.prep
+        reqs = prep.requests
+        assert reqs is not None
+        n = len(reqs)
+        codes = np.array([local_policy_code(lp) for lp in self.local], dtype=np.int64)
+        backend = RequestBackend(prep.built, reqs, codes, self.local)
+        rng = np.random.default_rng(_seed_int(self.config.seed, 5))
+        u_route = rng.random(n)
+        u_hold = rng.random(n)
+        u_local = rng.random(n)
+        bounds = np.searchsorted(reqs.arrival_s, np.arange(sc.n_epochs + 1) * sc.epoch_s)
+        pool = np.zeros(0, dtype=np.int64)
+        n_o = len(sc.origins)
+        held_flag = np.zeros(n, dtype=bool)
+        for e in range(sc.n_epochs):
+            t0 = e * sc.epoch_s
+            t1 = t0 + sc.epoch_s
+            state = backend.region_state(t0)
+            pending = _pending_summary(pool, reqs, n_o)
+            obs = self.observation(e, state, backend.resident_models(), pending)
+            plan = self.get_plan(obs)
+            self._log_plan(e, plan)
+            slots_eff, _ = self.effective_slots(plan.power_cap_kw)
+            hold = np.zeros(n_o) if plan.hold is None else np.asarray(plan.hold, dtype=float)
+            ids = np.arange(bounds[e], bounds[e + 1])
+            cls = reqs.cls[ids]
+            margin = 2 * sc.epoch_s + float(np.max(obs.slot_s_per_request[CLASS_DEFERRABLE]))
+            # deferrable arrivals: hold a share (plan.hold) unless the deadline is too close
+            defer = ids[cls == CLASS_DEFERRABLE]
+            can_hold = reqs.deadline_s[defer] - t1 >= margin
+            to_pool = defer[(u_hold[defer] < hold[reqs.origin[defer]]) & can_hold]
+            held_flag[to_pool] = True
+            now = np.setdiff1d(ids, to_pool, assume_unique=True)
+            # release from the pool: forced by deadline, then (1 - hold) of the rest, EDF
+            released = np.zeros(0, dtype=np.int64)
+            if pool.size:
+                forced = reqs.deadline_s[pool] - t0 < margin
+                rel = [pool[forced]]
+                rest = pool[~forced]
+                for o in range(n_o):
+                    mine = rest[reqs.origin[rest] == o]
+                    k = int(np.round((1.0 - hold[o]) * mine.size))
+                    if k > 0:
+                        order = np.argsort(reqs.deadline_s[mine], kind="stable")
+                        rel.append(mine[order[:k]])
+                released = np.concatenate(rel)
+                pool = np.setdiff1d(pool, released, assume_unique=True)
+            pool = np.concatenate([pool, to_pool])
+            disp_ids = np.concatenate([now, released])
+            disp_t = np.concatenate([reqs.arrival_s[now], np.full(released.size, t0)])
+            regions = _sample_regions(plan.route, reqs.cls[disp_ids], reqs.origin[disp_ids],
+                                      u_route[disp_ids])  # fmt: skip
+            net = prep.latency_s[reqs.origin[disp_ids], regions]
+            backend.place(disp_ids, disp_t, regions, net, slots_eff, u_local[disp_ids])
+            if self.progress is not None:
+                self.progress(e + 1, sc.n_epochs)
+        backend.pool = pool
+        backend.held_flag = held_flag
+        return backend
+
+    def _run_fluid(self):
+        from greenroute.sim.fluid import FluidBackend
+
+        sc = self.sc
+        fluid = FluidBackend(self)
+        for e in range(sc.n_epochs):
+            state = fluid.region_state(e)
+            obs = self.observation(e, state, fluid.resident_models(), fluid.pending_summary(e))
+            plan = self.get_plan(obs)
+            self._log_plan(e, plan)
+            _slots_eff, frac = self.effective_slots(plan.power_cap_kw)
+            fluid.step(e, plan, frac, obs)
+            if self.progress is not None:
+                self.progress(e + 1, sc.n_epochs)
+        return fluid
+
+    def _log_plan(self, e: int, plan: Plan) -> None:
+        if plan.rationale or e == 0:
+            self.plan_log.append({"epoch": e, "rationale": plan.rationale})
+
+
+def _pending_summary(pool: np.ndarray, reqs: Requests, n_o: int) -> tuple[np.ndarray, np.ndarray]:
+    count = np.bincount(reqs.origin[pool], minlength=n_o).astype(float)
+    earliest = np.full(n_o, np.inf)
+    if pool.size:
+        np.minimum.at(earliest, reqs.origin[pool], reqs.deadline_s[pool])
+    return count, earliest
+
+
+def _sample_regions(route: np.ndarray, cls: np.ndarray, origin: np.ndarray, u: np.ndarray):
+    """Region of each request from ``route[c, o, :]`` and a uniform ``u``; a zero share is never
+    chosen (searchsorted on the normalised cumulative sum with side='right')."""
+    cum = np.cumsum(route, axis=2)
+    cum = cum / cum[:, :, -1:]
+    rows = cum[cls.astype(np.int64), origin.astype(np.int64)]
+    reg = (rows <= u[:, None]).sum(axis=1)
+    return np.minimum(reg, route.shape[2] - 1).astype(np.int64)
+
+
+def safe_plan(obs: Observation) -> Plan:
+    """The fallback when a plan is rejected: allowed regions weighted by capacity, no hold."""
+    w = obs.allowed * np.maximum(obs.capacity_slots, 1e-9)[None, None, :]
+    sums = w.sum(axis=2, keepdims=True)
+    route = np.where(sums > 0, w / np.where(sums > 0, sums, 1.0), 0.0)
+    return Plan(route=route, hold=np.zeros(obs.n_origins), rationale="fallback: plan rejected")
+
+
+__all__ = [
+    "CLASSES",
+    "CLASS_INTERACTIVE",
+    "ConstraintSet",
+    "Prepared",
+    "SimConfig",
+    "Simulation",
+    "prepare",
+    "safe_plan",
+]

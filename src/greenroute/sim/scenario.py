@@ -1,0 +1,110 @@
+"""What a run simulates: regions, origins, cluster, workload, time window and rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from greenroute.constraints import ConstraintSet
+from greenroute.data.workload import WorkloadSpec
+from greenroute.errors import ConfigError
+from greenroute.sim.cluster import Cluster
+
+FIDELITIES = ("request", "fluid")
+
+
+@dataclass(frozen=True)
+class TraceWorkload:
+    """Replay a real request trace (``--data-dir`` needed); ``fallback`` is used without it."""
+
+    file: str  # path relative to the data dir, e.g. "llm_traces/azure_llm_2023_code.csv"
+    first_n: int | None = None
+    window_s: float | None = None  # compress the first_n arrivals into this window
+    subsample_every: int = 1  # keep every k-th request (seed 002 VI.A subsamples every 50th)
+    origin: int = 0
+    model: int = 0
+    fallback: WorkloadSpec | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    regions: tuple[str, ...]
+    origins: tuple[str, ...]
+    cluster: Cluster
+    workload: WorkloadSpec | TraceWorkload
+    start_utc: pd.Timestamp
+    days: float
+    models: tuple[str, ...] = ("llama2-70b",)
+    epoch_s: float = 900.0  # 15 min (DESIGN, seed 001 section 3.1)
+    fidelity: str = "request"
+    ttft_slo_s: float = 2.0
+    slo_kind: str = "ttft"  # "ttft" or "e2e" (seed 002 measures response time)
+    constraints: ConstraintSet = field(default_factory=ConstraintSet)
+    facility: str = "default"
+    horizon: int = 8  # forecast epochs in each observation
+    origin_latlon: tuple[tuple[float, float], ...] | None = None  # None: origins are regions
+    network: bool = True  # False: zero network latency (single-site load-balancing scenarios)
+    real_data: bool = True  # signals come from --data-dir when given
+    seed_offset: int = 0
+
+    def __post_init__(self) -> None:
+        if self.fidelity not in FIDELITIES:
+            raise ConfigError(f"fidelity must be one of {FIDELITIES}, got {self.fidelity!r}")
+        if self.slo_kind not in ("ttft", "e2e"):
+            raise ConfigError(f"slo_kind must be 'ttft' or 'e2e', got {self.slo_kind!r}")
+        if self.cluster.region_keys != self.regions:
+            raise ConfigError(
+                f"scenario {self.name}: cluster regions {self.cluster.region_keys} differ from "
+                f"{self.regions}"
+            )
+
+    @property
+    def duration_s(self) -> float:
+        return self.days * 86400.0
+
+    @property
+    def n_epochs(self) -> int:
+        return int(np.ceil(self.duration_s / self.epoch_s - 1e-9))
+
+    def with_options(
+        self,
+        *,
+        days: float | None = None,
+        fidelity: str | None = None,
+        constraints: ConstraintSet | None = None,
+        facility: str | None = None,
+    ) -> Scenario:
+        kw = {}
+        if days is not None:
+            if not days > 0:
+                raise ConfigError(f"--days must be > 0, got {days}")
+            kw["days"] = float(days)
+        if fidelity is not None:
+            kw["fidelity"] = fidelity
+        if constraints is not None:
+            kw["constraints"] = constraints
+        if facility is not None:
+            kw["facility"] = facility
+        return replace(self, **kw) if kw else self
+
+    def origin_coords(self) -> np.ndarray:
+        from greenroute.catalog import get_region
+
+        if self.origin_latlon is not None:
+            return np.asarray(self.origin_latlon, dtype=float)
+        return np.array([[get_region(o).lat_deg, get_region(o).lon_deg] for o in self.origins])
+
+    def region_coords(self) -> np.ndarray:
+        from greenroute.catalog import get_region
+
+        return np.array([[get_region(r).lat_deg, get_region(r).lon_deg] for r in self.regions])
+
+    def trace_path(self, data_dir: Path | None) -> Path | None:
+        if not isinstance(self.workload, TraceWorkload) or data_dir is None:
+            return None
+        return Path(data_dir) / self.workload.file

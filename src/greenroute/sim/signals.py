@@ -1,0 +1,145 @@
+"""Epoch-level grid and weather signals for a run, from real files or the embedded profiles."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HOURLY_COLUMNS = (
+    "carbon_intensity_g_per_kwh",
+    "price_usd_per_kwh",
+    "temp_c",
+    "rh_pct",
+    "low_carbon_pct",
+    "renewable_pct",
+)
+
+
+@dataclass
+class EpochSignals:
+    """Signals resampled to epochs: arrays ``[T, R]`` with ``T >= n_epochs + horizon``."""
+
+    regions: tuple[str, ...]
+    epoch_s: float
+    start_utc: pd.Timestamp
+    carbon_intensity_g_per_kwh: np.ndarray
+    price_usd_per_kwh: np.ndarray
+    temp_c: np.ndarray
+    rh_pct: np.ndarray
+    wetbulb_c: np.ndarray
+    water_intensity_l_per_kwh: np.ndarray
+    source: str  # "real" or "embedded"
+    files: dict[str, str] = field(default_factory=dict)  # path -> sha256 (real data)
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.carbon_intensity_g_per_kwh.shape[0])
+
+    def hourly_frame(self, r: int) -> pd.DataFrame:
+        idx = self.start_utc + pd.to_timedelta(np.arange(self.n_steps) * self.epoch_s, unit="s")
+        return pd.DataFrame(
+            {
+                "carbon_intensity_g_per_kwh": self.carbon_intensity_g_per_kwh[:, r],
+                "price_usd_per_kwh": self.price_usd_per_kwh[:, r],
+                "temp_c": self.temp_c[:, r],
+                "wetbulb_c": self.wetbulb_c[:, r],
+                "water_intensity_l_per_kwh": self.water_intensity_l_per_kwh[:, r],
+            },
+            index=idx,
+        )
+
+
+# Custom signal sources (e.g. regions built from published climate normals) register here:
+# a function (region, start_utc, hours, seed) -> hourly DataFrame with HOURLY_COLUMNS.
+SIGNAL_SOURCES: dict[str, Callable[[str, pd.Timestamp, int, int], pd.DataFrame]] = {}
+
+
+def hourly_signals(
+    region: str,
+    start_utc: pd.Timestamp,
+    hours: int,
+    seed: int,
+    data_dir: Path | None,
+) -> tuple[pd.DataFrame, str]:
+    """Hourly signals for ``hours`` from ``start_utc``: real files when ``data_dir`` is set and
+    covers the region, else the embedded generator. Returns (frame, source)."""
+    from greenroute.catalog import REGIONS
+
+    if region in SIGNAL_SOURCES:
+        return SIGNAL_SOURCES[region](region, start_utc, hours, seed), "normals"
+    reg = REGIONS.get(region)
+    end = start_utc + pd.Timedelta(hours=hours)
+    if data_dir is not None and reg is not None and reg.has_signals:
+        from greenroute.data.signals import load_region_signals
+
+        return load_region_signals(data_dir, region, start_utc, end), "real"
+    from greenroute.data.profiles import synthesize_region_signals
+
+    return synthesize_region_signals(region, start_utc, hours, seed), "embedded"
+
+
+def build_epoch_signals(
+    regions: Sequence[str],
+    start_utc: pd.Timestamp,
+    n_steps: int,
+    epoch_s: float,
+    seed: int,
+    data_dir: Path | None,
+) -> EpochSignals:
+    """Hourly series held constant within each hour, resampled to ``n_steps`` epochs."""
+    from greenroute.physics.psychro import wet_bulb_stull_c
+    from greenroute.physics.water import ewif_l_per_kwh
+
+    hours = int(np.ceil(n_steps * epoch_s / 3600.0)) + 1
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in HOURLY_COLUMNS}
+    sources = set()
+    files: dict[str, str] = {}
+    for region in regions:
+        frame, source = hourly_signals(region, start_utc, hours, seed, data_dir)
+        sources.add(source)
+        for c in HOURLY_COLUMNS:
+            cols[c].append(np.asarray(frame[c].to_numpy(dtype=float))[:hours])
+    if data_dir is not None and "real" in sources:
+        files = _real_files(data_dir, regions)
+    hour_of_step = np.floor(np.arange(n_steps) * epoch_s / 3600.0).astype(int)
+    arr = {c: np.stack(v, axis=1)[hour_of_step] for c, v in cols.items()}
+    wetbulb = wet_bulb_stull_c(arr["temp_c"], arr["rh_pct"])
+    ewif = ewif_l_per_kwh(
+        arr["carbon_intensity_g_per_kwh"], arr["low_carbon_pct"], arr["renewable_pct"]
+    )
+    return EpochSignals(
+        regions=tuple(regions),
+        epoch_s=epoch_s,
+        start_utc=start_utc,
+        carbon_intensity_g_per_kwh=arr["carbon_intensity_g_per_kwh"],
+        price_usd_per_kwh=arr["price_usd_per_kwh"],
+        temp_c=arr["temp_c"],
+        rh_pct=arr["rh_pct"],
+        wetbulb_c=np.asarray(wetbulb, dtype=float),
+        water_intensity_l_per_kwh=np.asarray(ewif, dtype=float),
+        source="+".join(sorted(sources)),
+        files=files,
+    )
+
+
+def _real_files(data_dir: Path, regions: Sequence[str]) -> dict[str, str]:
+    from greenroute.data.paths import file_sha256
+    from greenroute.data.signals import load_regions_index
+
+    index = load_regions_index(data_dir)
+    out = {}
+    for region in regions:
+        if region not in index.index:
+            continue
+        row = index.loc[region]
+        for col in ("ci_file", "price_file", "weather_file"):
+            rel = row.get(col)
+            if isinstance(rel, str) and rel:
+                path = Path(data_dir) / "grid" / rel
+                if path.is_file():
+                    out[f"grid/{rel}"] = file_sha256(path)
+    return out

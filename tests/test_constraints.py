@@ -1,0 +1,134 @@
+"""Hard constraints: masks, validation messages, infeasibility, parsing."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from greenroute.constraints import (
+    ConstraintSet,
+    Exclusion,
+    parse_exclusion,
+    parse_power_cap,
+    parse_residency,
+)
+from greenroute.errors import ConfigError, InfeasibleConstraintsError, PlanViolationError
+
+ORIGINS = ("DE-LU", "US-CAL-CISO", "SG")
+REGIONS = ("DE-LU", "US-CAL-CISO", "SG")
+
+
+def _route(rows):
+    r = np.array(rows, dtype=float)
+    return np.stack([r, r])
+
+
+def test_exclusion_window_mask():
+    cs = ConstraintSet((Exclusion("SG", 3600, 7200),))
+    m0 = cs.allowed_mask(ORIGINS, REGIONS, 0, 900)
+    m1 = cs.allowed_mask(ORIGINS, REGIONS, 3600, 4500)
+    m2 = cs.allowed_mask(ORIGINS, REGIONS, 3000, 3900)  # overlaps the window start
+    assert m0.all()
+    assert not m1[:, :, 2].any() and m1[:, :, :2].all()
+    assert not m2[:, :, 2].any()
+
+
+def test_residency_and_latency_masks():
+    cs = ConstraintSet(residency={"DE-LU": frozenset({"DE-LU"})}, max_one_way_latency_s=0.05)
+    lat = np.array([[0.001, 0.08, 0.09], [0.08, 0.001, 0.09], [0.09, 0.09, 0.001]])
+    m = cs.allowed_mask(ORIGINS, REGIONS, 0, 900, lat)
+    assert m[1, 0].tolist() == [True, False, False]  # deferrable: residency only
+    assert m[0, 1].tolist() == [False, True, False]  # interactive: latency bound too
+
+
+def test_validate_names_rule_and_numbers():
+    cs = ConstraintSet(residency={"DE-LU": frozenset({"DE-LU"})})
+    allowed = cs.allowed_mask(ORIGINS, REGIONS, 0, 900)
+    bad = _route([[0.7, 0.3, 0.0], [0, 1, 0], [0, 0, 1]])
+    with pytest.raises(PlanViolationError) as ei:
+        cs.validate(bad, None, None, ORIGINS, REGIONS, allowed, epoch=4)
+    msg = str(ei.value)
+    assert "residency" in msg and "0.3" in msg and "DE-LU" in msg and "US-CAL-CISO" in msg
+    assert "epoch 4" in msg
+
+
+@pytest.mark.parametrize(
+    ("rows", "rule"),
+    [
+        ([[0.5, 0.6, 0.0], [0, 1, 0], [0, 0, 1]], "rows-sum-to-1"),
+        ([[1.2, -0.2, 0.0], [0, 1, 0], [0, 0, 1]], "non-negative"),
+        ([[math.nan, 1.0, 0.0], [0, 1, 0], [0, 0, 1]], "finite"),
+    ],
+)
+def test_validate_rejects_malformed_rows(rows, rule):
+    cs = ConstraintSet()
+    allowed = cs.allowed_mask(ORIGINS, REGIONS, 0, 900)
+    with pytest.raises(PlanViolationError, match=rule):
+        cs.validate(_route(rows), None, None, ORIGINS, REGIONS, allowed, epoch=0)
+
+
+def test_validate_hold_and_shape():
+    cs = ConstraintSet()
+    allowed = cs.allowed_mask(ORIGINS, REGIONS, 0, 900)
+    ok = _route(np.eye(3))
+    with pytest.raises(PlanViolationError, match=r"hold\[SG\] = 1.5"):
+        cs.validate(ok, np.array([0, 0, 1.5]), None, ORIGINS, REGIONS, allowed, epoch=0)
+    with pytest.raises(PlanViolationError, match="shape"):
+        cs.validate(ok[:, :2], None, None, ORIGINS, REGIONS, allowed, epoch=0)
+
+
+def test_infeasible_constraints_name_the_binding_rule():
+    cs = ConstraintSet(
+        exclusions=(Exclusion("DE-LU", 0, 7200, "grid emergency"),),
+        residency={"DE-LU": frozenset({"DE-LU"})},
+    )
+    with pytest.raises(InfeasibleConstraintsError) as ei:
+        cs.check_feasible(ORIGINS, REGIONS, 86400, 900)
+    msg = str(ei.value)
+    assert "residency+exclusion" in msg and "DE-LU" in msg and "grid emergency" in msg
+
+
+def test_feasible_when_window_leaves_a_region():
+    cs = ConstraintSet(exclusions=(Exclusion("DE-LU", 0, 7200),))
+    cs.check_feasible(ORIGINS, REGIONS, 86400, 900)  # other regions remain
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(0, 1), min_size=9, max_size=9),
+    st.sets(st.sampled_from(REGIONS), min_size=1, max_size=3),
+)
+def test_any_validated_plan_routes_nothing_forbidden(weights, allowed_for_de):
+    """Property: a plan that passes validation never sends work where the mask forbids."""
+    cs = ConstraintSet(residency={"DE-LU": frozenset(allowed_for_de)})
+    allowed = cs.allowed_mask(ORIGINS, REGIONS, 0, 900)
+    w = np.array(weights).reshape(3, 3) + 1e-3
+    route = np.stack([w, w]) * allowed
+    route = route / route.sum(axis=2, keepdims=True)
+    cs.validate(route, None, None, ORIGINS, REGIONS, allowed, epoch=0)
+    assert np.all(route[~allowed] == 0)
+
+
+def test_parsers():
+    assert parse_exclusion("SG@2-6") == Exclusion("SG", 7200.0, 21600.0)
+    assert parse_exclusion("SG").start_s == -math.inf
+    assert parse_residency("DE-LU=DE-LU+GB") == ("DE-LU", frozenset({"DE-LU", "GB"}))
+    assert parse_power_cap("SG=1500") == ("SG", 1500.0)
+    for bad, fn in (("SG@6-2", parse_exclusion), ("DE-LU", parse_residency),
+                    ("SG=-1", parse_power_cap), ("SG@x-y", parse_exclusion)):  # fmt: skip
+        with pytest.raises(ConfigError):
+            fn(bad)
+
+
+def test_roundtrip_dict():
+    cs = ConstraintSet(
+        (Exclusion("SG", 0, 3600, "maintenance"),),
+        {"DE-LU": frozenset({"DE-LU", "GB"})},
+        {"SG": 100.0},
+        0.05,
+    )
+    assert ConstraintSet.from_dict(cs.to_dict()) == cs
