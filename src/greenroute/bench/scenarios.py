@@ -68,7 +68,7 @@ GEO5 = (*GEO3, "AU-NSW", "SG")
 GEO10 = (*GEO5, "US-NY-NYIS", "BR-SP", "ZA", "GB", "KR")
 GEO_START = pd.Timestamp("2023-07-01 00:00", tz="UTC")  # a full month of 2023 signals
 GEO_SERVERS_PER_REGION = 200  # Llama-2-70B instances on 4 x H100 (800 GPUs per region)
-GEO_INTERACTIVE_RPS = 330.0  # per origin, day average
+GEO_INTERACTIVE_RPS = 280.0  # per origin, day average (~35 % mean utilisation local-only)
 GEO_DEFERRABLE_RPS = 40.0  # batch summarisation jobs per origin
 # The embedded weekly shape (Alibaba GenAI trace) peaks at 4.8x its mean and idles at night:
 # it is an image service. Blending 70 % flat load gives a peak/mean of 2.1 and a trough of 0.7,

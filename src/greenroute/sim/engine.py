@@ -260,6 +260,17 @@ class Simulation:
         self.hard_caps_kw = np.array(
             [sc.constraints.power_caps_kw.get(r, np.inf) for r in sc.regions], dtype=float
         )
+        # static per-region quantities used by every observation
+        b = prep.built
+        _, frac = self.effective_slots(None)
+        self._cap_slots = b.region_slots() * frac
+        ty = b.server_hw * b.n_models + b.server_model0
+        kv = b.kv_cap_bytes[ty]
+        self._kv_cap = np.bincount(
+            b.server_region, weights=np.where(np.isfinite(kv), kv, 0.0), minlength=b.n_regions
+        )
+        self._idle_kw = b.region_idle_kw()
+        self._peak_kw = b.region_peak_kw()
         self.plan_log: list[dict] = []
         self.invalid_plans: list[str] = []
         self.wall_s = 0.0
@@ -289,14 +300,8 @@ class Simulation:
         allowed = sc.constraints.allowed_mask(
             sc.origins, sc.regions, t0, t0 + sc.epoch_s, prep.latency_s
         )
-        _, frac = self.effective_slots(None)
-        cap_slots = prep.built.region_slots() * frac
-        kv_cap = np.zeros(prep.built.n_regions)
-        b = prep.built
-        for s in range(b.n_servers):
-            ty = b.server_hw[s] * b.n_models + b.server_model0[s]
-            if np.isfinite(b.kv_cap_bytes[ty]):
-                kv_cap[b.server_region[s]] += b.kv_cap_bytes[ty]
+        cap_slots = self._cap_slots
+        kv_cap = self._kv_cap
         with np.errstate(divide="ignore", invalid="ignore"):
             kv_free = np.where(kv_cap > 0, 1.0 - state["kv_used"] / kv_cap, 1.0)
         cs = prep.class_stats
@@ -325,8 +330,8 @@ class Simulation:
             backlog_slot_s=state["backlog"],
             kv_free_frac=np.clip(kv_free, 0.0, 1.0),
             resident_models=tuple(frozenset(sc.models[m] for m in ms) for ms in resident),
-            idle_power_kw=b.region_idle_kw(),
-            peak_power_kw=b.region_peak_kw(),
+            idle_power_kw=self._idle_kw,
+            peak_power_kw=self._peak_kw,
             demand_rps=fc.demand(prep.observed_rps, prep.expected_rps, e, h),
             pending_deferrable=pending[0],
             pending_deadline_s=pending[1],

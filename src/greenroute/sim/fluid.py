@@ -3,16 +3,23 @@
 Per epoch and hardware group the routed requests become work in slot-seconds (expected service
 time from the same perf tables and length distributions as the request engine, at the batch
 size implied by the group's utilisation). Work beyond the epoch's capacity is carried as
-backlog (FIFO), beyond the queue bound it is dropped. Waiting time = the fluid backlog delay
-(backlog / service rate, averaged over the epoch) + the stochastic M/G/c wait of
-Allen–Cunneen while the backlog is empty. Energy is exact given the served work: each busy
-slot draws (peak - idle) / slots on top of idle power, as in the request engine.
+backlog (FIFO); beyond the per-server queue bound it is dropped. Energy is exact given the
+served work: each busy slot draws (peak - idle) / slots on top of idle power, as in the
+request engine.
+
+Waiting time has three parts:
+
+1. the fluid backlog delay (backlog / service rate, averaged over the epoch);
+2. while that backlog is empty, the stochastic M/G/c wait of Allen–Cunneen per server;
+3. the workload's per-minute rate noise (lognormal, sigma from the workload spec, shrunk by
+   the mixing of independent origins): the M/G/c wait is averaged over Gauss–Hermite nodes
+   of the minute's rate multiplier, arrivals weighting each node.
 
 Deferrable work held back by the plan is kept per (origin, arrival epoch) cohort, with
 deadlines uniform over the workload's slack; releases are earliest-deadline-first within a
 cohort and oldest cohort first across cohorts, forced when deadlines come within the margin.
-The calibration test (tests/test_fluid_calibration.py) checks carbon, energy and mean TTFT
-against the request engine on a window both can run.
+``tests/test_fluid_calibration.py`` checks carbon, energy and mean TTFT against the request
+engine on windows both can run.
 """
 
 from __future__ import annotations
@@ -24,6 +31,17 @@ from greenroute.sim.queueing import mgc_wait_s
 from greenroute.sim.scenario import TraceWorkload
 from greenroute.sim.types import N_CLASSES
 
+NOISE_PERIOD_S = 60.0  # the workload generator's noise is piecewise constant per minute
+NOISE_NODES = 9  # Gauss–Hermite nodes over the minute's lognormal rate multiplier
+# Join-the-shortest-queue pooling exponent: n servers of c slots under least-loaded queue like
+# one M/G/(c n^x). Fitted by ``python -m greenroute.bench.calibrate`` (x = 1 would be perfect
+# pooling, 0 independent servers); checked by tests/test_fluid_calibration.py.
+JSQ_POOLING_EXPONENT = 0.9
+# Share of the minute-scale rate noise the queue feels: a queue does not reach its stationary
+# wait within one minute, so it responds to a damped noise. Fitted with the exponent above.
+NOISE_SIGMA_SCALE = 0.75
+RHO_MAX_STABLE = 0.995  # utilisation cap in the stationary formulas (the fluid term takes over)
+
 
 class FluidBackend:
     def __init__(self, sim) -> None:
@@ -31,268 +49,308 @@ class FluidBackend:
         prep = sim.prep
         sc = prep.scenario
         b = prep.built
-        self.b = b
-        self.sc = sc
-        self.svc = prep.service
+        svc = prep.service
+        self.b, self.sc, self.svc = b, sc, svc
         self.counts = prep.counts  # [E, O, C, M]
         n_e, n_o, n_r, n_m = sc.n_epochs, len(sc.origins), b.n_regions, b.n_models
         self.n_e, self.n_o, self.n_r, self.n_m = n_e, n_o, n_r, n_m
-        self.n_g = len(b.hw_groups)
-        g_idx = np.arange(self.n_g)
+        n_g = len(b.hw_groups)
+        self.n_g = n_g
         self.g_region = b.hw_region
-        self.g_servers = np.bincount(b.server_hw, minlength=self.n_g).astype(float)
+        self.g_servers = np.bincount(b.server_hw, minlength=n_g).astype(float)
         self.g_slots = np.array([g.max_concurrency for g in b.hw_groups], dtype=float)
-        first = np.array([np.flatnonzero(b.server_hw == g)[0] if self.g_servers[g] else 0
-                          for g in g_idx])  # fmt: skip
-        self.g_idle_w = b.server_idle_w[first] * (self.g_servers > 0)
-        self.g_peak_w = b.server_peak_w[first] * (self.g_servers > 0)
+        first = np.array(
+            [np.flatnonzero(b.server_hw == g)[0] if self.g_servers[g] else 0 for g in range(n_g)]
+        )
+        has = self.g_servers > 0
+        self.g_idle_w = b.server_idle_w[first] * has
+        self.g_peak_w = b.server_peak_w[first] * has
         self.g_qlimit = b.queue_limit[first].astype(float)
         self.g_dyn_w_per_slot = (self.g_peak_w - self.g_idle_w) / self.g_slots
+        # per (group, class, model) service moments; types are g * M + m
+        types = np.arange(n_g)[:, None] * n_m + np.arange(n_m)[None, :]  # [G, M]
+        self.types = types
+        mm = np.arange(n_m)[None, None, :]
+        cc = np.arange(N_CLASSES)[None, :, None]
+        self.E_pf = svc.e_pf[types[:, None, :], cc, mm]  # [G, C, M]
+        self.E_pf2 = svc.e_pf2[types[:, None, :], cc, mm]
+        self.E_pfout = svc.e_pfout[types[:, None, :], cc, mm]
+        self.E_out = svc.e_out[None]  # [1, C, M]
+        self.E_out2 = svc.e_out2[None]
+        self.type_ok = b.type_ok[types]  # [G, M]
+        self.decode = b.decode_s[types]  # [G, M, B+1]
         # state
-        self.backlog_s = np.zeros(self.n_g)  # slot-seconds waiting
-        self.backlog_req = np.zeros(self.n_g)
-        self.util = np.full(self.n_g, 0.5)
-        self.busy_slots = np.zeros(self.n_g)
+        self.backlog_s = np.zeros(n_g)
+        self.backlog_req = np.zeros(n_g)
+        self.util = np.full(n_g, 0.5)
+        self.busy_slots = np.zeros(n_g)
         # ledgers
         self.it_dyn_kwh = np.zeros((n_r, n_e))
         self.served_req = np.zeros((n_r, n_e))
         self.busy_slot_s = np.zeros((n_r, n_e))
         self.dispatched = np.zeros((n_r, n_e))
         self.dropped = {"queue_full": 0.0, "no_server_for_model": 0.0, "power_cap": 0.0}
-        self.completed = 0.0
-        self.completed_by_class = np.zeros(N_CLASSES)
         self.deferrable_late = 0.0
         self.max_defer_delay_s = 0.0
-        # TTFT components (interactive): appended per epoch
-        self.comp: dict[str, list[np.ndarray]] = {k: [] for k in (
-            "w", "net2", "group", "model", "b0", "slope", "cap", "pw", "cond", "epoch", "region"
-        )}  # fmt: skip
-        # deferrable pool: [O, M, E] remaining mass per arrival cohort, lowest remaining deadline
+        # TTFT components of interactive flows (one per epoch, origin, group, model)
+        keys = ("w", "net2", "type", "b0", "slope", "cap", "pw", "cond", "epoch", "region")
+        self.comp: dict[str, list[np.ndarray]] = {k: [] for k in keys}
         wl = sc.workload
-        slack = (0.0, 0.0) if isinstance(wl, TraceWorkload) else wl.deadline_slack_s
-        self.slack = (float(slack[0]), float(slack[1]))
+        if isinstance(wl, TraceWorkload):
+            self.slack = (0.0, 0.0)
+            self.sigma = 0.0
+        else:
+            self.slack = (float(wl.deadline_slack_s[0]), float(wl.deadline_slack_s[1]))
+            self.sigma = float(wl.rate_noise_sigma)
+        # deferrable pool: [O, M, E] remaining mass per arrival cohort, lowest remaining deadline
         self.pool = np.zeros((n_o, n_m, n_e))
-        self.pool_lo = np.zeros((n_o, n_m, n_e))  # lowest remaining deadline (absolute s)
+        self.pool_lo = np.zeros((n_o, n_m, n_e))
         self.lat = prep.latency_s
+        z, wq = np.polynomial.hermite_e.hermegauss(NOISE_NODES)
+        self.gh_z, self.gh_w = z, wq / wq.sum()
+        from greenroute.policies.local import local_policy_code
+        from greenroute.sim import kernel as K
+
+        jsq = (K.LP_LEAST_LOADED, K.LP_LEAST_CONNECTIONS)
+        codes = np.array([local_policy_code(lp) for lp in sim.local])
+        self.pooled = np.isin(codes, jsq)[self.g_region]
 
     # ------------------------------------------------------------------ observation state
     def region_state(self, e: int) -> dict[str, np.ndarray]:
         r = self.g_region
-        busy = np.bincount(r, weights=self.busy_slots, minlength=self.n_r)
-        queue = np.bincount(r, weights=self.backlog_req, minlength=self.n_r)
-        backlog = np.bincount(r, weights=self.backlog_s, minlength=self.n_r)
-        return {"busy": busy, "queue": queue, "backlog": backlog, "kv_used": np.zeros(self.n_r)}
+        return {
+            "busy": np.bincount(r, weights=self.busy_slots, minlength=self.n_r),
+            "queue": np.bincount(r, weights=self.backlog_req, minlength=self.n_r),
+            "backlog": np.bincount(r, weights=self.backlog_s, minlength=self.n_r),
+            "kv_used": np.zeros(self.n_r),
+        }
 
     def resident_models(self) -> list[frozenset[int]]:
         b = self.b
-        return [frozenset(int(m) for m in np.unique(b.server_model0[b.server_region == r]))
-                for r in range(self.n_r)]  # fmt: skip
+        return [
+            frozenset(int(m) for m in np.unique(b.server_model0[b.server_region == r]))
+            for r in range(self.n_r)
+        ]
 
     def pending_summary(self, e: int) -> tuple[np.ndarray, np.ndarray]:
         count = self.pool.sum(axis=(1, 2))
-        earliest = np.full(self.n_o, np.inf)
-        has = self.pool > 1e-9
-        lo = np.where(has, self.pool_lo, np.inf)
-        earliest = lo.min(axis=(1, 2)) if self.pool.size else earliest
+        lo = np.where(self.pool > 1e-9, self.pool_lo, np.inf)
+        earliest = lo.min(axis=(1, 2)) if self.pool.size else np.full(self.n_o, np.inf)
         return count, earliest
+
+    # ------------------------------------------------------------------ deferrable pool
+    def _release(self, e: int, hold: np.ndarray, margin: float) -> tuple[np.ndarray, np.ndarray]:
+        """Forced (deadline within ``margin``) and voluntary ((1 - hold) of the rest) releases;
+        returns (released [O, M], forced [O, M])."""
+        dt = self.sc.epoch_s
+        t0 = e * dt
+        released = np.zeros((self.n_o, self.n_m))
+        forced_tot = np.zeros((self.n_o, self.n_m))
+        if e == 0:
+            return released, forced_tot
+        s_hi = self.slack[1]
+        hi = np.arange(e) * dt + dt / 2 + s_hi
+        for o in range(self.n_o):
+            for m in range(self.n_m):
+                row = self.pool[o, m, :e]
+                if not row.any():
+                    continue
+                lo = self.pool_lo[o, m, :e]
+                span = np.maximum(hi - lo, 1e-9)
+                forced_frac = np.clip((t0 + margin - lo) / span, 0.0, 1.0)
+                forced = row * forced_frac
+                row = row - forced
+                lo = lo + forced_frac * span
+                k = (1.0 - hold[o]) * row.sum()
+                cum = np.cumsum(row)  # oldest cohort first
+                vol = np.clip(k - (cum - row), 0.0, row)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    vfrac = np.where(row > 0, vol / row, 0.0)
+                lo = lo + vfrac * (hi - lo)
+                rel = forced + vol
+                released[o, m] = rel.sum()
+                forced_tot[o, m] = forced.sum()
+                big = np.flatnonzero(rel > 0.5)
+                if big.size:
+                    self.max_defer_delay_s = max(self.max_defer_delay_s, t0 - big[0] * dt)
+                self.pool[o, m, :e] = row - vol
+                self.pool_lo[o, m, :e] = lo
+        return released, forced_tot
 
     # ------------------------------------------------------------------ one epoch
     def step(self, e: int, plan, frac: np.ndarray, obs) -> None:
-        sc, svc = self.sc, self.svc
+        sc = self.sc
         dt = sc.epoch_s
         t0 = e * dt
-        t0 + dt
         cnt = self.counts[e]  # [O, C, M]
         hold = np.zeros(self.n_o) if plan.hold is None else np.asarray(plan.hold, dtype=float)
         margin = 2 * dt + float(np.max(obs.slot_s_per_request[CLASS_DEFERRABLE]))
-        s_lo, s_hi = self.slack
-        # -- deferrable pool: forced + voluntary releases (EDF within cohort, oldest first)
-        released = np.zeros((self.n_o, self.n_m))
-        late_release = np.zeros((self.n_o, self.n_m))  # mass whose deadline < t0 + margin
-        if e > 0:
-            for o in range(self.n_o):
-                for m in range(self.n_m):
-                    row = self.pool[o, m, :e]
-                    if not row.any():
-                        continue
-                    lo = self.pool_lo[o, m, :e]
-                    hi = np.arange(e) * dt + dt / 2 + s_hi
-                    span = np.maximum(hi - lo, 1e-9)
-                    forced_frac = np.clip((t0 + margin - lo) / span, 0.0, 1.0)
-                    forced = row * forced_frac
-                    late_release[o, m] += forced.sum()
-                    row = row - forced
-                    lo = lo + forced_frac * span
-                    k = (1.0 - hold[o]) * row.sum()
-                    vol = np.zeros_like(row)
-                    for a in np.flatnonzero(row > 0):  # oldest cohort first
-                        take = min(k, row[a])
-                        vol[a] = take
-                        k -= take
-                        if k <= 1e-12:
-                            break
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        vfrac = np.where(row > 0, vol / row, 0.0)
-                    lo = lo + vfrac * (hi - lo)
-                    rel = forced + vol
-                    released[o, m] += rel.sum()
-                    if rel.max() > 0.5:
-                        oldest = np.flatnonzero(rel > 0.5)[0]
-                        self.max_defer_delay_s = max(self.max_defer_delay_s, t0 - oldest * dt)
-                    self.pool[o, m, :e] = row - vol
-                    self.pool_lo[o, m, :e] = lo
-        # -- new deferrable arrivals: a share is held (all have slack >= margin?)
+        released, forced = self._release(e, hold, margin)
         d_new = cnt[:, CLASS_DEFERRABLE, :]
-        holdable = 1.0 if s_lo + dt / 2 - dt >= margin else 0.0
+        holdable = 1.0 if self.slack[0] - dt / 2 >= margin else 0.0
         to_pool = d_new * hold[:, None] * holdable
         self.pool[:, :, e] = to_pool
-        self.pool_lo[:, :, e] = t0 + dt / 2 + s_lo
+        self.pool_lo[:, :, e] = t0 + dt / 2 + self.slack[0]
         disp = np.zeros((N_CLASSES, self.n_o, self.n_m))
         disp[CLASS_INTERACTIVE] = cnt[:, CLASS_INTERACTIVE, :]
         disp[CLASS_DEFERRABLE] = d_new - to_pool + released
-        # -- route: n[c, o, r, m]
+        forced_share = forced.sum() / max(disp[CLASS_DEFERRABLE].sum(), 1e-12)
+        # route: flows[c, o, r, m]
         route = np.asarray(plan.route, dtype=float)
         flows = disp[:, :, None, :] * route[:, :, :, None]
         per_region = flows.sum(axis=1)  # [C, R, M]
         self.dispatched[:, e] = per_region.sum(axis=(0, 2))
-        # -- split each region's flow over its hardware groups by usable slots
-        eff_slots = self.g_servers * np.floor(self.g_slots * frac[self.g_region] + 1e-9)
-        reg_eff = np.bincount(self.g_region, weights=eff_slots, minlength=self.n_r)
+        # split each region's flow over its hardware groups by usable slots
+        gr = self.g_region
+        c_eff = np.floor(self.g_slots * frac[gr] + 1e-9)
+        eff_slots = self.g_servers * c_eff
+        reg_eff = np.bincount(gr, weights=eff_slots, minlength=self.n_r)
         with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(reg_eff[self.g_region] > 0, eff_slots / reg_eff[self.g_region], 0.0)
+            share = np.where(reg_eff[gr] > 0, eff_slots / reg_eff[gr], 0.0)
         no_cap = reg_eff <= 0
         if no_cap.any():
-            lost = per_region[:, no_cap, :].sum()
-            self.dropped["power_cap"] += float(lost)
-        b = self.b
-        for g in range(self.n_g):
-            r = self.g_region[g]
-            if share[g] <= 0:
-                self.busy_slots[g] = 0.0
-                continue
-            c_eff = max(1.0, np.floor(self.g_slots[g] * frac[r] + 1e-9))
-            n_cm = per_region[:, r, :] * share[g]  # [C, M] requests this epoch
-            ok = np.array([b.type_ok[g * self.n_m + m] for m in range(self.n_m)])
-            if (~ok).any():
-                self.dropped["no_server_for_model"] += float(n_cm[:, ~ok].sum())
-                n_cm = n_cm * ok[None, :]
-            n_req = n_cm.sum()
-            cap_rate = self.g_servers[g] * c_eff  # slot-seconds per second
-            es_mix = es2_mix = 0.0
+            self.dropped["power_cap"] += float(per_region[:, no_cap, :].sum())
+        n_gcm = per_region[:, gr, :].transpose(1, 0, 2) * share[:, None, None]  # [G, C, M]
+        bad = ~self.type_ok[:, None, :] & (n_gcm > 0)
+        if bad.any():
+            self.dropped["no_server_for_model"] += float(n_gcm[bad].sum())
+            n_gcm = np.where(bad, 0.0, n_gcm)
+        n_req = n_gcm.sum(axis=(1, 2))
+        c_eff = np.maximum(c_eff, 1.0)
+        cap_rate = self.g_servers * c_eff * (share > 0)  # busy slots the group can hold
+        b0 = self.backlog_s.copy()
+        cap_s = cap_rate * dt
+        with np.errstate(divide="ignore", invalid="ignore"):
             for _ in range(3):  # fixed point: batch size <-> utilisation
-                batch = max(1.0, min(c_eff, self.util[g] * c_eff))
-                es_mix = es2_mix = 0.0
-                work = 0.0
-                for c in range(N_CLASSES):
-                    for m in range(self.n_m):
-                        if n_cm[c, m] <= 0:
-                            continue
-                        es, es2 = svc.moments(g * self.n_m + m, c, m, batch)
-                        work += n_cm[c, m] * es
-                        es_mix += n_cm[c, m] * es
-                        es2_mix += n_cm[c, m] * es2
-                if n_req > 0:
-                    es_mix /= n_req
-                    es2_mix /= n_req
-                b0 = self.backlog_s[g]
-                served = min(b0 + work, cap_rate * dt)
-                self.util[g] = served / (cap_rate * dt) if cap_rate > 0 else 0.0
-            if n_req <= 0 and self.backlog_s[g] <= 0:
-                self.busy_slots[g] = 0.0
-                continue
-            if es_mix <= 0:  # only backlog: keep the previous mean service
-                es_mix = self.backlog_s[g] / max(self.backlog_req[g], 1e-12)
-                es2_mix = es_mix**2
-            b0 = self.backlog_s[g]
-            a_rate = work / dt
-            slope = a_rate - cap_rate
-            served = min(b0 + work, cap_rate * dt)
-            new_b = b0 + work - served
-            # queue bound: per-server FIFO limit (requests)
-            lim = self.g_qlimit[g] * self.g_servers[g] * es_mix
-            if new_b > lim:
-                self.dropped["queue_full"] += (new_b - lim) / es_mix
-                new_b = lim
-            self.backlog_s[g] = new_b
-            self.backlog_req[g] = new_b / es_mix if es_mix > 0 else 0.0
-            self.busy_slots[g] = served / dt
-            kwh = served * self.g_dyn_w_per_slot[g] / 3.6e6
-            self.it_dyn_kwh[r, e] += kwh
-            self.busy_slot_s[r, e] += served
-            served_req = served / es_mix if es_mix > 0 else 0.0
-            self.served_req[r, e] += served_req
-            self.completed += served_req
-            # stochastic wait while the fluid backlog is empty (Allen–Cunneen M/G/c)
-            lam_srv = n_req / dt / max(self.g_servers[g], 1.0)
-            scv = max(es2_mix / es_mix**2 - 1.0, 0.0) if es_mix > 0 else 1.0
-            _, pw, cond = mgc_wait_s(np.array(lam_srv), np.array(es_mix), np.array(scv),
-                                     np.array(int(c_eff)))  # fmt: skip
-            pw, cond = float(pw), float(cond)
-            if not np.isfinite(cond):
-                pw, cond = 0.0, 0.0  # unstable: the fluid backlog term carries the delay
-            # deferrable deadline misses among released mass (deadline before finish)
-            # deferrable deadline misses: released work whose deadline falls before it can
-            # finish. Released mass has deadlines >= t0 + margin except the forced share, whose
-            # deadlines spread uniformly over [t0, t0 + margin).
-            wait_mean = float(_fluid_wait_mean(b0, slope, cap_rate, dt)) + pw * cond
-            finish_after = wait_mean + es_mix
-            forced_here = (
-                float(late_release.sum())
-                * float(
-                    per_region[CLASS_DEFERRABLE, r].sum() / max(disp[CLASS_DEFERRABLE].sum(), 1e-12)
+                batch = np.clip(self.util * c_eff + 1.0, 1.0, c_eff)  # PASTA: joins u c others
+                d = self._decode_at(batch)  # [G, M]
+                es = self.E_pf + d[:, None, :] * self.E_out
+                es2 = (
+                    self.E_pf2
+                    + 2 * d[:, None, :] * self.E_pfout
+                    + d[:, None, :] ** 2 * (self.E_out2)
                 )
-                * share[g]
-            )
-            late = forced_here * min(1.0, finish_after / margin)
-            if finish_after > margin:
-                late = float(n_cm[CLASS_DEFERRABLE].sum())
-            self.deferrable_late += late
-            # TTFT components per origin (interactive)
-            n_int = flows[CLASS_INTERACTIVE, :, r, :] * share[g]  # [O, M]
-            oo, mm = np.nonzero(n_int > 0)
-            if oo.size:
-                k = oo.size
-                self.comp["w"].append(n_int[oo, mm])
-                self.comp["net2"].append(2.0 * self.lat[oo, r])
-                self.comp["group"].append(np.full(k, g))
-                self.comp["model"].append(mm)
-                self.comp["b0"].append(np.full(k, b0))
-                self.comp["slope"].append(np.full(k, slope))
-                self.comp["cap"].append(np.full(k, cap_rate))
-                self.comp["pw"].append(np.full(k, pw))
-                self.comp["cond"].append(np.full(k, cond))
-                self.comp["epoch"].append(np.full(k, e))
-                self.comp["region"].append(np.full(k, r))
+                work = (n_gcm * es).sum(axis=(1, 2))
+                served = np.minimum(b0 + work, cap_s)
+                self.util = np.where(cap_s > 0, served / cap_s, 0.0)
+            es_mix = np.where(n_req > 0, work / n_req, 0.0)
+            es2_mix = np.where(n_req > 0, (n_gcm * es2).sum(axis=(1, 2)) / n_req, 0.0)
+            only_backlog = (es_mix <= 0) & (self.backlog_req > 0)
+            es_mix = np.where(only_backlog, b0 / np.maximum(self.backlog_req, 1e-12), es_mix)
+            es2_mix = np.where(only_backlog, es_mix**2, es2_mix)
+        slope = work / dt - cap_rate
+        new_b = b0 + work - served
+        lim = self.g_qlimit * self.g_servers * es_mix
+        over = new_b > lim
+        if over.any():
+            self.dropped["queue_full"] += float(((new_b - lim) / es_mix)[over].sum())
+            new_b = np.where(over, lim, new_b)
+        self.backlog_s = new_b
+        self.backlog_req = np.where(es_mix > 0, new_b / np.maximum(es_mix, 1e-12), 0.0)
+        self.busy_slots = served / dt
+        np.add.at(self.it_dyn_kwh[:, e], gr, served * self.g_dyn_w_per_slot / 3.6e6)
+        np.add.at(self.busy_slot_s[:, e], gr, served)
+        np.add.at(
+            self.served_req[:, e], gr, np.where(es_mix > 0, served / np.maximum(es_mix, 1e-12), 0)
+        )
+        # Queue structure. Round-robin and random split a group's arrivals into independent
+        # per-server M/G/c queues; least-loaded / least-connections (join the shortest queue)
+        # sit between that and one pooled M/G/(n c): an effective pool of c * n^JSQ_POOLING
+        # slots, with the exponent fitted against the request engine (bench/calibrate.py).
+        n_srv = np.maximum(self.g_servers, 1.0)
+        c_q = np.where(self.pooled, c_eff * n_srv**JSQ_POOLING_EXPONENT, c_eff)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scv = np.where(es_mix > 0, np.maximum(es2_mix / es_mix**2 - 1.0, 0.0), 1.0)
+            rho = np.where(cap_rate > 0, n_req / dt * es_mix / cap_rate, 0.0)
+        # per-minute rate noise: average the M/G/c wait over Gauss–Hermite nodes of the minute's
+        # lognormal rate multiplier (the wait is convex in load), weighting nodes by arrivals.
+        # Independent origins mixing into one group shrink the noise: sigma sqrt(sum f_o^2).
+        n_go = flows.sum(axis=(0, 3))[:, gr].T * share[:, None]  # [G, O]
+        tot = n_go.sum(axis=1, keepdims=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = np.where(tot > 0, n_go / tot, 0.0)
+        sigma_g = NOISE_SIGMA_SCALE * self.sigma * np.sqrt((f**2).sum(axis=1))
+        mult = np.exp(sigma_g[:, None] * self.gh_z[None, :] - 0.5 * sigma_g[:, None] ** 2)
+        rho_k = np.minimum(rho[:, None] * mult, RHO_MAX_STABLE)
+        c_k = np.maximum(c_q, 1.0)[:, None]
+        lam_k = rho_k * c_k / np.maximum(es_mix[:, None], 1e-12)
+        _, pw_k, cond_k = mgc_wait_s(lam_k, es_mix[:, None], scv[:, None], c_k)
+        node_p = self.gh_w[None, :] * mult
+        node_p = node_p / node_p.sum(axis=1, keepdims=True)
+        pw = (node_p * pw_k).sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cond = np.where(pw > 0, (node_p * pw_k * cond_k).sum(axis=1) / pw, 0.0)
+        cond = np.where(np.isfinite(cond), cond, 0.0)
+        wait_mean = _fluid_wait_mean(b0, slope, cap_rate, dt) + _zero_frac(b0, slope, dt) * (
+            pw * cond
+        )
+        # deferrable deadline misses: released work whose deadline falls before it can finish.
+        # Released mass has deadlines >= t0 + margin except the forced share, whose deadlines
+        # spread uniformly over [t0, t0 + margin).
+        finish_after = wait_mean + es_mix
+        n_def = n_gcm[:, CLASS_DEFERRABLE, :].sum(axis=1)
+        late = np.where(
+            finish_after > margin,
+            n_def,
+            n_def * forced_share * np.minimum(1.0, finish_after / margin),
+        )
+        self.deferrable_late += float(late.sum())
+        # TTFT components per (origin, group, model) for interactive flows
+        n_int = flows[CLASS_INTERACTIVE][:, gr, :].transpose(1, 0, 2) * share[:, None, None]
+        n_int = np.where(self.type_ok[:, None, :], n_int, 0.0)  # [G, O, M]
+        gg, oo, mm = np.nonzero(n_int > 0)
+        if gg.size:
+            cmp = self.comp
+            cmp["w"].append(n_int[gg, oo, mm])
+            cmp["net2"].append(2.0 * self.lat[oo, gr[gg]])
+            cmp["type"].append(self.types[gg, mm])
+            cmp["epoch"].append(np.full(gg.size, e))
+            cmp["region"].append(gr[gg])
+            cmp["b0"].append(b0[gg])
+            cmp["slope"].append(slope[gg])
+            cmp["cap"].append(cap_rate[gg])
+            cmp["pw"].append(pw[gg])
+            cmp["cond"].append(cond[gg])
+
+    def _decode_at(self, batch: np.ndarray) -> np.ndarray:
+        """Decode step [G, M] at fractional batch sizes [G] (linear between table entries)."""
+        bmax = self.decode.shape[2] - 1
+        b = np.clip(batch, 1.0, bmax)
+        lo = np.floor(b).astype(np.int64)
+        hi = np.minimum(lo + 1, bmax)
+        w = (b - lo)[:, None]
+        g = np.arange(self.n_g)[:, None]
+        m = np.arange(self.n_m)[None, :]
+        return self.decode[g, m, lo[:, None]] * (1 - w) + self.decode[g, m, hi[:, None]] * w
 
     # ------------------------------------------------------------------ TTFT summary
     def ttft_summary(self, slo_s: float, seed: int, n_samples: int = 200_000) -> dict[str, float]:
+        nan = float("nan")
         if not self.comp["w"]:
-            return {"mean": float("nan"), "p50": float("nan"), "p95": float("nan"),
-                    "p99": float("nan"), "viol_frac": 0.0, "n": 0.0}  # fmt: skip
+            return {"mean": nan, "p50": nan, "p95": nan, "p99": nan, "viol_frac": 0.0, "n": 0.0}
         c = {k: np.concatenate(v) for k, v in self.comp.items()}
         dt = self.sc.epoch_s
-        svc = self.svc
-        types = c["group"] * self.n_m + c["model"]
-        e_pf = svc.e_pf[types, CLASS_INTERACTIVE, c["model"]]
-        fluid_w = _fluid_wait_mean(c["b0"], c["slope"], c["cap"], dt)
+        t = c["type"]
+        m = t % self.n_m
+        e_pf = self.svc.e_pf[t, CLASS_INTERACTIVE, m]
+        stoch_mean = c["pw"] * c["cond"]
         mean_each = (
-            c["net2"] + e_pf + fluid_w + _zero_frac(c["b0"], c["slope"], dt) * c["pw"] * (c["cond"])
+            c["net2"]
+            + e_pf
+            + _fluid_wait_mean(c["b0"], c["slope"], c["cap"], dt)
+            + _zero_frac(c["b0"], c["slope"], dt) * stoch_mean
         )
         w = c["w"]
         mean = float((w * mean_each).sum() / w.sum())
         rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7F7F]))
-        p = w / w.sum()
-        pick = rng.choice(p.size, size=n_samples, p=p)
+        pick = rng.choice(w.size, size=n_samples, p=w / w.sum())
         tau = rng.random(n_samples) * dt
         back = np.maximum(0.0, c["b0"][pick] + c["slope"][pick] * tau)
-        fluid_part = np.where(c["cap"][pick] > 0, back / np.maximum(c["cap"][pick], 1e-12), 0.0)
-        stoch = np.where(
-            (back <= 0) & (rng.random(n_samples) < c["pw"][pick]),
-            rng.exponential(1.0, n_samples) * c["cond"][pick],
-            0.0,
-        )
-        # prefill sample: draw from the class's length sample through the group's perf table
-        pf = self._prefill_sample(types[pick], rng)
+        fluid_part = back / np.maximum(c["cap"][pick], 1e-12)
+        waits = rng.random(n_samples) < c["pw"][pick]
+        stoch = np.where(waits, rng.exponential(1.0, n_samples) * c["cond"][pick], 0.0)
+        stoch = np.where(back > 0, 0.0, stoch)
+        pf = self._prefill_sample(t[pick], rng)
         ttft = c["net2"][pick] + pf + fluid_part + stoch
         return {
             "mean": mean,
@@ -321,14 +379,9 @@ def _fluid_wait_mean(b0, slope, cap, dt):
     slope = np.asarray(slope, dtype=float)
     cap = np.maximum(np.asarray(cap, dtype=float), 1e-12)
     end = b0 + slope * dt
-    # time until the backlog empties (if it shrinks)
     with np.errstate(divide="ignore", invalid="ignore"):
         t_empty = np.where(slope < 0, np.clip(-b0 / slope, 0.0, dt), dt)
-    area = np.where(
-        end >= 0,
-        (b0 + np.maximum(end, 0.0)) / 2.0 * dt,
-        b0 * t_empty / 2.0,
-    )
+    area = np.where(end >= 0, (b0 + np.maximum(end, 0.0)) / 2.0 * dt, b0 * t_empty / 2.0)
     return area / dt / cap
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from greenroute.sim.cluster import BuiltCluster
 from greenroute.sim.types import N_CLASSES
 
-N_LENGTH_SAMPLES = 4096  # Monte-Carlo sample of request lengths per class
+N_LENGTH_SAMPLES = 1 << 17  # Monte-Carlo sample of lengths per class (mean error ~0.3 %)
 
 
 @dataclass
