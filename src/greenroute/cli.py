@@ -23,7 +23,10 @@ app = typer.Typer(
     help="Carbon-, water-, cost- and latency-aware scheduling of LLM inference across regions.",
     pretty_exceptions_enable=False,
 )
+PIPE_WIDTH = 200  # tables written to a pipe or file are not cut to 80 columns
 out_console = Console()
+if not out_console.is_terminal:
+    out_console = Console(width=PIPE_WIDTH)
 err_console = Console(stderr=True)
 
 TABLE_COLUMNS = (
@@ -162,7 +165,7 @@ def _fmt(v, spec: str) -> str:
 
 def print_table(results, title: str, per_day: bool = False) -> None:
     table = Table(title=title, title_justify="left")
-    table.add_column("Policy", style="bold")
+    table.add_column("Policy", style="bold", no_wrap=True)
     for key, label, _ in TABLE_COLUMNS:
         suffix = "/day" if per_day and key in EXTENSIVE else ""
         table.add_column(label + suffix, justify="right")

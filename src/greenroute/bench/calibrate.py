@@ -79,12 +79,8 @@ def fit(df: pd.DataFrame) -> tuple[float, float]:
     try:
         for x, k in itertools.product(np.arange(0.3, 1.01, 0.05), np.arange(0.3, 1.01, 0.05)):
             F.JSQ_POOLING_EXPONENT, F.NOISE_SIGMA_SCALE = float(x), float(k)
-            pred = np.array(
-                [
-                    _run(preps[(r, s)])["ttft_mean_s"]
-                    for r, s in zip(df["rps"], df["sigma"], strict=True)
-                ]  # fmt: skip
-            )
+            pairs = zip(df["rps"], df["sigma"], strict=True)
+            pred = np.array([_run(preps[(r, s)])["ttft_mean_s"] for r, s in pairs])
             err = float(((np.log(pred[sel.to_numpy()]) - target) ** 2).sum())
             if err < best[0]:
                 best = (err, float(x), float(k))

@@ -258,7 +258,9 @@ class CarbonThreshold(_Base):
             ci_path = ci @ dest  # intensity where this origin's deferrable work would run
             # window: the forecast horizon, cut at the earliest pending deadline
             left = obs.pending_deadline_s[o] - obs.time_s
-            h_max = int(min(obs.horizon, max(left // obs.epoch_s - 1, 0)))
+            h_max = obs.horizon
+            if np.isfinite(left):
+                h_max = int(min(obs.horizon, max(left // obs.epoch_s - 1, 0)))
             window = ci_path[: h_max + 1]
             if window.size <= 1:
                 continue

@@ -133,11 +133,14 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
                 df = df.iloc[:: wl.subsample_every].reset_index(drop=True)
                 df["arrival_s"] = df["arrival_s"] - df["arrival_s"].iloc[0]
             if wl.first_n is not None and wl.window_s is not None:
-                df = W.compress_to_window(df, wl.first_n, wl.window_s)
-            elif wl.first_n is not None:
-                df = df.iloc[: wl.first_n]
-            requests = W.requests_from_trace(df, origin=wl.origin, model=wl.model)
-            keep = requests.arrival_s < scenario.duration_s
+                requests = W.compress_to_window(
+                    df, wl.first_n, wl.window_s, origin=wl.origin, model=wl.model
+                )
+            else:
+                requests = W.requests_from_trace(
+                    df, origin=wl.origin, model=wl.model, first_n=wl.first_n
+                )
+            keep = requests.arrival_s < scenario.horizon_s
             requests = requests.take(np.flatnonzero(keep))
             workload_source = f"trace:{wl.file}"
             length_p = [requests.prompt_tokens, np.array([], dtype=float)]
@@ -173,7 +176,7 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
         expected = exp.transpose(0, 2, 1)  # [T, C, O]
         wseed = _seed_int(seed, 3) % (2**31)
         if scenario.fidelity == "request":
-            requests = W.generate_requests(spec, scenario.start_utc, scenario.duration_s, wseed)
+            requests = W.generate_requests(spec, scenario.start_utc, scenario.horizon_s, wseed)
             cnt = requests.counts_by_epoch(scenario.epoch_s, t_total, n_o, n_m)
         else:
             cnt = W.sample_epoch_counts(spec, scenario.start_utc, scenario.epoch_s, t_total, wseed)

@@ -227,8 +227,8 @@ def _add_common(metrics: dict, sim, busy: np.ndarray) -> None:
             float(busy[r].sum() / (slots[r] * horizon)) if slots[r] > 0 else 0.0
         )
     metrics["invalid_plans"] = float(len(sim.invalid_plans))
-    metrics["plan_time_mean_ms"] = 1e3 * sim.plan_s / max(sc.n_epochs, 1)
     metrics["days"] = sc.days
+    metrics["horizon_s"] = sc.horizon_s
 
 
 def _safe(fn, arr, *args) -> float:
@@ -250,5 +250,9 @@ def _result(sim, metrics, frame, req_frame) -> RunResult:
         manifest=build_manifest(sim),
         notes=list(sim.prep.notes) + sim.invalid_plans[:5],
         requests=req_frame,
-        extras={"wall_s": sim.wall_s, "plan_log": sim.plan_log},
+        extras={
+            "wall_s": sim.wall_s,
+            "plan_time_mean_ms": 1e3 * sim.plan_s / max(sim.sc.n_epochs, 1),
+            "plan_log": sim.plan_log,
+        },
     )

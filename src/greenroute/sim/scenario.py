@@ -71,6 +71,11 @@ class Scenario:
     def n_epochs(self) -> int:
         return int(np.ceil(self.duration_s / self.epoch_s - 1e-9))
 
+    @property
+    def horizon_s(self) -> float:
+        """The simulated span: ``days`` rounded up to whole epochs."""
+        return self.n_epochs * self.epoch_s
+
     def with_options(
         self,
         *,

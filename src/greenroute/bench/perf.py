@@ -1,0 +1,188 @@
+"""``make bench``: performance figures (not timed tests).
+
+- request-level throughput: simulated requests per second on one core, 10 regions,
+  ``lowest-carbon`` + ``least-loaded``, >= 1M requests (bar: >= 100k req/s);
+- peak memory of that run in a fresh process (bar: < 1 GB for 1M requests);
+- wall time of a 31-day ``geo10`` run at its default (fluid) fidelity (bar: < 60 s).
+
+Each figure runs in its own subprocess so numba compilation, caches and peak RSS of one do
+not leak into another. ``--json`` prints the figures as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import pandas as pd
+
+BENCH_REGIONS = (
+    "DE-LU",
+    "CL-SIC",
+    "US-CAL-CISO",
+    "AU-NSW",
+    "SG",
+    "US-NY-NYIS",
+    "BR-SP",
+    "ZA",
+    "GB",
+    "KR",
+)  # fmt: skip  (geo10's sites)
+BENCH_RPS_PER_ORIGIN = 28.0  # interactive + deferrable = 32 req/s per origin, 320 req/s total
+BENCH_DEFERRABLE_RPS = 4.0
+BENCH_SERVERS = 24  # per region: ~55 % utilisation at this load
+BENCH_HOURS = 1.15  # -> about 1.1M requests
+
+
+def bench_scenario(hours: float = BENCH_HOURS):
+    from greenroute.catalog import get_region
+    from greenroute.data.workload import WorkloadSpec
+    from greenroute.sim.cluster import uniform_cluster
+    from greenroute.sim.scenario import Scenario
+
+    spec = WorkloadSpec(
+        origins=BENCH_REGIONS,
+        origin_timezones=tuple(get_region(r).timezone for r in BENCH_REGIONS),
+        interactive_rps=tuple(BENCH_RPS_PER_ORIGIN for _ in BENCH_REGIONS),
+        deferrable_rps=tuple(BENCH_DEFERRABLE_RPS for _ in BENCH_REGIONS),
+        diurnal_flat_share=0.7,
+    )
+    return Scenario(
+        name="bench-request-10",
+        description="10 regions, request-level, ~1.1M requests",
+        regions=BENCH_REGIONS,
+        origins=BENCH_REGIONS,
+        cluster=uniform_cluster(BENCH_REGIONS, BENCH_SERVERS),
+        workload=spec,
+        start_utc=pd.Timestamp("2023-07-01 12:00", tz="UTC"),
+        days=hours / 24.0,
+        fidelity="request",
+        real_data=False,
+    )
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def child_request() -> dict:
+    from greenroute.policies.registry import make_geo_policy
+    from greenroute.sim.engine import SimConfig, Simulation, prepare
+
+    # warm up (compile or load the numba cache) on a tiny run
+    warm = bench_scenario(0.02)
+    Simulation(prepare(warm, 1), make_geo_policy("lowest-carbon"), "least-loaded").run()
+    rss_before = _peak_rss_mb()
+    t0 = time.perf_counter()
+    prep = prepare(bench_scenario(), 0)
+    t1 = time.perf_counter()
+    sim = Simulation(prep, make_geo_policy("lowest-carbon"), "least-loaded", SimConfig(seed=0))
+    res = sim.run()
+    t2 = time.perf_counter()
+    n = res.metrics["requests_total"]
+    return {
+        "requests": n,
+        "prepare_s": t1 - t0,
+        "simulate_s": t2 - t1,
+        "requests_per_s_simulate": n / (t2 - t1),
+        "requests_per_s_end_to_end": n / (t2 - t0),
+        "peak_rss_mb": _peak_rss_mb(),
+        "peak_rss_before_run_mb": rss_before,
+        "ttft_mean_s": res.metrics["ttft_mean_s"],
+    }
+
+
+def child_geo10() -> dict:
+    from greenroute.bench.scenarios import get_scenario
+    from greenroute.data.paths import resolve_data_dir
+    from greenroute.policies.registry import make_geo_policy
+    from greenroute.sim.engine import SimConfig, Simulation, prepare
+
+    data_dir = resolve_data_dir(os.environ.get("GREENROUTE_DATA_DIR") or _default_data())
+    out = {"data": "real" if data_dir else "embedded"}
+    for policy in ("local-only", "lowest-carbon"):
+        t0 = time.perf_counter()
+        prep = prepare(get_scenario("geo10"), 0, data_dir)
+        sim = Simulation(prep, make_geo_policy(policy), "least-loaded", SimConfig(seed=0))
+        res = sim.run()
+        out[f"{policy}_wall_s"] = time.perf_counter() - t0
+        out[f"{policy}_carbon_kg"] = res.metrics["carbon_kg"]
+    out["peak_rss_mb"] = _peak_rss_mb()
+    return out
+
+
+def _default_data():
+    here = os.path.dirname(os.path.abspath(__file__))
+    cand = os.path.normpath(os.path.join(here, "..", "..", "..", "..", "shared", "data"))
+    return cand if os.path.isdir(cand) else None
+
+
+def _child(name: str) -> dict:
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    out = subprocess.run(
+        [sys.executable, "-m", "greenroute.bench.perf", "--child", name],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"bench child {name} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+CHILDREN = {"request": child_request, "geo10": child_geo10}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="greenroute performance figures")
+    parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if args.child:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
+        print(json.dumps(CHILDREN[args.child]()))
+        return
+    figures = {name: _child(name) for name in CHILDREN}
+    try:
+        from greenroute.bench import perf_extra
+
+        figures.update(perf_extra.figures(_child_extra))
+    except ImportError:
+        pass
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    r, g = figures["request"], figures["geo10"]
+    rows = [
+        ("request-level throughput (10 regions, lowest-carbon + least-loaded)",
+         f"{r['requests_per_s_simulate']:,.0f} req/s simulate "
+         f"({r['requests']:,.0f} requests in {r['simulate_s']:.2f} s; end-to-end incl. workload "
+         f"generation {r['requests_per_s_end_to_end']:,.0f} req/s)", ">= 100,000 req/s"),
+        ("peak memory of that run (fresh process RSS)", f"{r['peak_rss_mb']:,.0f} MB",
+         "< 1,024 MB"),
+        (f"geo10, 31 days, fluid, {g['data']} data: local-only",
+         f"{g['local-only_wall_s']:.1f} s", "< 60 s"),
+        (f"geo10, 31 days, fluid, {g['data']} data: lowest-carbon",
+         f"{g['lowest-carbon_wall_s']:.1f} s", "< 60 s"),
+    ]  # fmt: skip
+    for key, val in figures.items():
+        if key not in ("request", "geo10") and isinstance(val, dict) and "label" in val:
+            rows.append((val["label"], val["value"], val.get("bar", "")))
+    width = max(len(a) for a, _, _ in rows)
+    print(f"{'figure'.ljust(width)}  value  [bar]")
+    for label, value, bar in rows:
+        print(f"{label.ljust(width)}  {value}  [{bar}]")
+
+
+def _child_extra(name: str) -> dict:
+    return _child(name)
+
+
+if __name__ == "__main__":
+    main()
