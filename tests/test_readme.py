@@ -28,7 +28,7 @@ def test_readme_python_examples_run(data_dir):
     ns: dict = {}
     for code in blocks:
         code = code.replace('"../shared/data"', repr(str(data_dir)))
-        exec(compile(code, str(README), "exec"), ns)  # noqa: S102
+        exec(compile(code, str(README), "exec"), ns)
     from greenroute.bench.scenarios import get_scenario
 
     assert get_scenario("nordics-week").days == 7
