@@ -20,12 +20,12 @@ demo: $(STAMP)
 	$(VENV)/bin/greenroute demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests scripts
-	$(VENV)/bin/ruff format --check src tests scripts
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff format --check src tests
 
 format: $(STAMP)
-	$(VENV)/bin/ruff format src tests scripts
-	$(VENV)/bin/ruff check --fix src tests scripts
+	$(VENV)/bin/ruff format src tests
+	$(VENV)/bin/ruff check --fix src tests
 
 test: $(STAMP) lint
 	$(VENV)/bin/python -m pytest -n 2 -q
