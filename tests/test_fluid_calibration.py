@@ -42,8 +42,9 @@ def test_fluid_matches_request_engine(policy, seed):
 
 def test_fluid_at_high_utilisation_energy_exact_ttft_approximate():
     """lowest-carbon packs the greenest region to ~85 % utilisation: queueing dominates TTFT."""
-    req = greenroute.run("demo", "lowest-carbon", fidelity="request", seed=1).metrics
-    flu = greenroute.run("demo", "lowest-carbon", fidelity="fluid", seed=1).metrics
+    kw = {"seed": 1, "policy_options": {"target_utilisation": 0.8}}
+    req = greenroute.run("demo", "lowest-carbon", fidelity="request", **kw).metrics
+    flu = greenroute.run("demo", "lowest-carbon", fidelity="fluid", **kw).metrics
     assert flu["carbon_kg"] == pytest.approx(req["carbon_kg"], rel=TOL)
     assert flu["energy_kwh"] == pytest.approx(req["energy_kwh"], rel=TOL)
     assert flu["ttft_mean_s"] == pytest.approx(req["ttft_mean_s"], rel=0.25)

@@ -98,7 +98,7 @@ def test_lowest_carbon_sends_everything_to_greenest_when_it_fits():
 
 def test_lowest_carbon_spills_in_carbon_order_when_capacity_binds():
     # demand 3 x 40 = 120 slots; target 0.8 x 100 = 80 per region: B full, then C
-    plan = policy("lowest-carbon").plan(make_obs(demand=(40, 40, 40)))
+    plan = policy("lowest-carbon", target_utilisation=0.8).plan(make_obs(demand=(40, 40, 40)))
     sent = (plan.route[0] * 40).sum(axis=0)
     assert sent[1] == pytest.approx(80.0)
     assert sent[2] == pytest.approx(40.0)

@@ -437,8 +437,13 @@ class Simulation:
                 released = np.concatenate(rel)
                 pool = np.setdiff1d(pool, released, assume_unique=True)
             pool = np.concatenate([pool, to_pool])
+            # released work is paced evenly over the epoch, earliest deadline first, instead of
+            # arriving as one burst at the epoch boundary (deadlines are >= 2 epochs away
+            # unless forced, and forced work goes first)
+            released = released[np.argsort(reqs.deadline_s[released], kind="stable")]
+            pace = t0 + sc.epoch_s * np.arange(released.size) / max(released.size, 1)
             disp_ids = np.concatenate([now, released])
-            disp_t = np.concatenate([reqs.arrival_s[now], np.full(released.size, t0)])
+            disp_t = np.concatenate([reqs.arrival_s[now], pace])
             regions = _sample_regions(plan.route, reqs.cls[disp_ids], reqs.origin[disp_ids],
                                       u_route[disp_ids])  # fmt: skip
             net = prep.latency_s[reqs.origin[disp_ids], regions]
