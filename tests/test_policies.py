@@ -65,6 +65,7 @@ def make_obs(
         demand_rps=dem,
         pending_deferrable=np.zeros(n),
         pending_deadline_s=np.full(n, np.inf),
+        pending_due=None,
         latency_s=lat,
         allowed=np.ones((2, n, n), bool) if allowed is None else allowed,
         ttft_slo_s=2.0,

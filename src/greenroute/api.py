@@ -43,6 +43,30 @@ def resolve_scenario(
     return sc.with_options(days=days, fidelity=fidelity, constraints=merged, facility=facility)
 
 
+def reference_scales(prep: Prepared) -> dict:
+    """Normalisation of the objective: ``local-only``'s metrics in the fluid model, same
+    scenario, seed and data (cached on the prepared scenario)."""
+    from greenroute.objective import SCALE_KEYS
+    from greenroute.policies.registry import make_geo_policy
+
+    if prep.reference_scales is None:
+        sc = prep.scenario
+        fprep = prep
+        if sc.fidelity != "fluid":
+            fprep = prepare(
+                sc.with_options(fidelity="fluid"), seed=prep.seed, data_dir=prep.data_dir
+            )
+        sim = Simulation(
+            fprep, make_geo_policy("local-only"), "least-loaded", SimConfig(seed=prep.seed)
+        )
+        m = sim.run().metrics
+        scales = {k: float(m[k]) for k in SCALE_KEYS}
+        scales["interactive_requests"] = float(m.get("interactive_requests", m["requests_total"]))
+        scales["requests_total"] = float(m["requests_total"])
+        prep.reference_scales = scales
+    return prep.reference_scales
+
+
 def _policy(policy: str | GeoPolicy, options: dict | None) -> GeoPolicy:
     from greenroute.policies.registry import make_geo_policy
 
@@ -88,6 +112,7 @@ def run(
         weights=weights or ObjectiveWeights(),
         on_invalid=on_invalid,
         record_requests=record_requests,
+        objective_scales=reference_scales(prepared),
     )
     geo = _policy(policy, policy_options)
     sim = Simulation(prepared, geo, local_policy, config, progress=progress)

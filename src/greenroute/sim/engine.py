@@ -36,6 +36,9 @@ from greenroute.sim.types import (
 )
 
 ON_INVALID = ("raise", "fallback")
+# signals and demand are prepared this many epochs past the run, so that policies asking for
+# a long look-ahead (``horizon_epochs``) see real data at the end of the run too
+LOOKAHEAD_PAD_EPOCHS = 192
 
 
 @dataclass
@@ -46,6 +49,7 @@ class SimConfig:
     weights: ObjectiveWeights = field(default_factory=ObjectiveWeights)
     on_invalid: str = "raise"  # "fallback": replace an invalid plan by the safe default, log it
     record_requests: bool = False
+    objective_scales: dict | None = None  # normalisation of the objective (see objective.py)
 
 
 @dataclass
@@ -69,6 +73,10 @@ class Prepared:
     input_files: dict[str, str]
     workload_source: str
     prompt_sample: np.ndarray  # interactive prompt lengths (fluid TTFT percentiles)
+    util_grid: np.ndarray | None = None
+    wait_curve_s: np.ndarray | None = None
+    slo_miss_curve: np.ndarray | None = None
+    reference_scales: dict | None = None  # filled by greenroute.api (local-only, fluid)
 
     @property
     def n_epochs(self) -> int:
@@ -88,7 +96,7 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
     notes: list[str] = []
     use_real = data_dir is not None and scenario.real_data
     built = build_cluster(scenario.cluster, scenario.models, data_dir=None)
-    n_e, h = scenario.n_epochs, scenario.horizon
+    n_e, h = scenario.n_epochs, max(scenario.horizon, LOOKAHEAD_PAD_EPOCHS)
     signals = build_epoch_signals(
         scenario.regions,
         scenario.start_utc,
@@ -188,6 +196,12 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
         requests = None
     service = ServiceModel.from_samples(built, length_p, length_o, mix)
     class_stats = service.region_class_stats()
+    sigma = 0.0 if isinstance(wl, TraceWorkload) else float(wl.rate_noise_sigma)
+    from greenroute.sim.fluid import queue_curves
+
+    grid, wait_c, miss_c = queue_curves(
+        built, service, np.asarray(length_p[0]), prep_slo(scenario), sigma, prep_origins(scenario)
+    )
     return Prepared(
         scenario=scenario,
         seed=seed,
@@ -206,7 +220,18 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
         input_files=input_files,
         workload_source=workload_source,
         prompt_sample=np.asarray(length_p[0]),
+        util_grid=grid,
+        wait_curve_s=wait_c,
+        slo_miss_curve=miss_c,
     )
+
+
+def prep_slo(scenario: Scenario) -> float:
+    return float(scenario.ttft_slo_s)
+
+
+def prep_origins(scenario: Scenario) -> int:
+    return len(scenario.origins)
 
 
 def cluster_info(prep: Prepared) -> ClusterInfo:
@@ -226,7 +251,17 @@ def cluster_info(prep: Prepared) -> ClusterInfo:
         origin_latlon=sc.origin_coords(),
         ttft_slo_s=sc.ttft_slo_s,
         scenario=sc.name,
+        deadline_slack_s=_slack(sc),
     )
+
+
+def _slack(sc: Scenario) -> tuple[float, float]:
+    wl = sc.workload
+    if isinstance(wl, TraceWorkload):
+        wl = wl.fallback
+    if wl is None:
+        return (0.0, 0.0)
+    return (float(wl.deadline_slack_s[0]), float(wl.deadline_slack_s[1]))
 
 
 class Simulation:
@@ -253,8 +288,12 @@ class Simulation:
             lp.reset(self.sc.regions[r])
         self.progress = progress
         sc = self.sc
+        # look-ahead: the scenario's, or longer if the policy asks ("all" = to the run's end);
+        # a clairvoyant policy (the oracle) always gets perfect forecasts
+        self.h_request = getattr(geo, "horizon_epochs", None)
+        forecast_kind = "perfect" if getattr(geo, "clairvoyant", False) else self.config.forecast
         self.forecaster = Forecaster(
-            self.config.forecast,
+            forecast_kind,
             self.config.forecast_error,
             _seed_int(self.config.seed, 4) % (2**31),
             epochs_per_day=max(1, round(86400 / sc.epoch_s)),
@@ -295,9 +334,18 @@ class Simulation:
         eff = np.floor(b.server_slots * frac[b.server_region] + 1e-9).astype(np.int64)
         return eff, frac
 
+    def obs_horizon(self, e: int) -> int:
+        sc = self.sc
+        avail = self.prep.signals.n_steps - e - 1
+        self.h_request = getattr(self.geo, "horizon_epochs", None)  # a policy may change it
+        if self.h_request == "all":
+            return max(0, min(sc.n_epochs - 1 - e, avail))
+        want = sc.horizon if self.h_request is None else max(sc.horizon, int(self.h_request))
+        return max(0, min(want, avail))
+
     def observation(self, e: int, state: dict[str, np.ndarray], resident, pending) -> Observation:
         sc, prep, fc = self.sc, self.prep, self.forecaster
-        h = sc.horizon
+        h = self.obs_horizon(e)
         sig, f = prep.signals, prep.factors
         t0 = e * sc.epoch_s
         allowed = sc.constraints.allowed_mask(
@@ -338,11 +386,16 @@ class Simulation:
             demand_rps=fc.demand(prep.observed_rps, prep.expected_rps, e, h),
             pending_deferrable=pending[0],
             pending_deadline_s=pending[1],
+            pending_due=pending[2](t0, h) if len(pending) > 2 else None,
             latency_s=prep.latency_s,
             allowed=allowed,
             ttft_slo_s=sc.ttft_slo_s,
             weights=self.config.weights,
             constraints=sc.constraints,
+            objective_scales=self.config.objective_scales or {},
+            util_grid=prep.util_grid,
+            wait_curve_s=prep.wait_curve_s,
+            slo_miss_curve=prep.slo_miss_curve,
             forecast_error=self.config.forecast_error,
         )
 
@@ -407,7 +460,7 @@ class Simulation:
             t0 = e * sc.epoch_s
             t1 = t0 + sc.epoch_s
             state = backend.region_state(t0)
-            pending = _pending_summary(pool, reqs, n_o)
+            pending = _pending_summary(pool, reqs, n_o, sc.epoch_s)
             obs = self.observation(e, state, backend.resident_models(), pending)
             plan = self.get_plan(obs)
             self._log_plan(e, plan)
@@ -475,12 +528,24 @@ class Simulation:
             self.plan_log.append({"epoch": e, "rationale": plan.rationale})
 
 
-def _pending_summary(pool: np.ndarray, reqs: Requests, n_o: int) -> tuple[np.ndarray, np.ndarray]:
+def _pending_summary(pool: np.ndarray, reqs: Requests, n_o: int, epoch_s: float):
+    """(count [O], earliest deadline [O], due(t0, H) -> [H+1, O] cumulative count of held
+    requests whose deadline falls before t0 + (h + 1) epoch_s)."""
     count = np.bincount(reqs.origin[pool], minlength=n_o).astype(float)
     earliest = np.full(n_o, np.inf)
     if pool.size:
         np.minimum.at(earliest, reqs.origin[pool], reqs.deadline_s[pool])
-    return count, earliest
+
+    def due(t0: float, h: int) -> np.ndarray:
+        out = np.zeros((h + 1, n_o))
+        if pool.size:
+            step = np.floor((reqs.deadline_s[pool] - t0) / epoch_s).astype(np.int64)
+            step = np.clip(step, 0, h + 1)
+            keep = step <= h
+            np.add.at(out, (step[keep], reqs.origin[pool][keep]), 1.0)
+        return np.cumsum(out, axis=0)
+
+    return count, earliest, due
 
 
 def _sample_regions(route: np.ndarray, cls: np.ndarray, origin: np.ndarray, u: np.ndarray):

@@ -36,11 +36,11 @@ NOISE_NODES = 9  # Gauss–Hermite nodes over the minute's lognormal rate multip
 # Join-the-shortest-queue pooling exponent: n servers of c slots under least-loaded queue like
 # one M/G/(c n^x). Fitted by ``python -m greenroute.bench.calibrate`` (x = 1 would be perfect
 # pooling, 0 independent servers); checked by tests/test_fluid_calibration.py.
-JSQ_POOLING_EXPONENT = 0.9
+JSQ_POOLING_EXPONENT = 0.35
 # Share of the minute-scale rate noise the queue feels: a queue does not reach its stationary
 # wait within one minute, so it responds to a damped noise. Fitted with the exponent above.
-NOISE_SIGMA_SCALE = 0.75
-RHO_MAX_STABLE = 0.995  # utilisation cap in the stationary formulas (the fluid term takes over)
+NOISE_SIGMA_SCALE = 0.85
+RHO_MAX_STABLE = 0.98  # above this a noise node is an overloaded minute (linear build-up)
 
 
 class FluidBackend:
@@ -132,11 +132,26 @@ class FluidBackend:
             for r in range(self.n_r)
         ]
 
-    def pending_summary(self, e: int) -> tuple[np.ndarray, np.ndarray]:
+    def pending_summary(self, e: int):
+        """(count [O], earliest deadline [O], due(t0, H) -> [H+1, O]): held cohorts have
+        deadlines uniform over [lowest remaining, arrival + max slack]."""
         count = self.pool.sum(axis=(1, 2))
         lo = np.where(self.pool > 1e-9, self.pool_lo, np.inf)
         earliest = lo.min(axis=(1, 2)) if self.pool.size else np.full(self.n_o, np.inf)
-        return count, earliest
+        dt = self.sc.epoch_s
+        mass = self.pool[:, :, :e].sum(axis=1)  # [O, A]
+        lo_a = self.pool_lo[:, :, :e].min(axis=1) if e else np.zeros((self.n_o, 0))
+        hi_a = np.arange(e) * dt + dt / 2 + self.slack[1]
+
+        def due(t0: float, h: int) -> np.ndarray:
+            if e == 0 or not mass.any():
+                return np.zeros((h + 1, self.n_o))
+            ends = t0 + (np.arange(h + 1) + 1.0) * dt  # [H+1]
+            span = np.maximum(hi_a - lo_a, 1e-9)  # [O, A]
+            frac = np.clip((ends[:, None, None] - lo_a[None]) / span[None], 0.0, 1.0)
+            return (frac * mass[None]).sum(axis=2)
+
+        return count, earliest, due
 
     # ------------------------------------------------------------------ deferrable pool
     def _release(self, e: int, hold: np.ndarray, margin: float) -> tuple[np.ndarray, np.ndarray]:
@@ -270,17 +285,7 @@ class FluidBackend:
         with np.errstate(divide="ignore", invalid="ignore"):
             f = np.where(tot > 0, n_go / tot, 0.0)
         sigma_g = NOISE_SIGMA_SCALE * self.sigma * np.sqrt((f**2).sum(axis=1))
-        mult = np.exp(sigma_g[:, None] * self.gh_z[None, :] - 0.5 * sigma_g[:, None] ** 2)
-        rho_k = np.minimum(rho[:, None] * mult, RHO_MAX_STABLE)
-        c_k = np.maximum(c_q, 1.0)[:, None]
-        lam_k = rho_k * c_k / np.maximum(es_mix[:, None], 1e-12)
-        _, pw_k, cond_k = mgc_wait_s(lam_k, es_mix[:, None], scv[:, None], c_k)
-        node_p = self.gh_w[None, :] * mult
-        node_p = node_p / node_p.sum(axis=1, keepdims=True)
-        pw = (node_p * pw_k).sum(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            cond = np.where(pw > 0, (node_p * pw_k * cond_k).sum(axis=1) / pw, 0.0)
-        cond = np.where(np.isfinite(cond), cond, 0.0)
+        pw, cond = noise_averaged_wait(rho, sigma_g, es_mix, scv, c_q, self.gh_z, self.gh_w)
         wait_mean = _fluid_wait_mean(b0, slope, cap_rate, dt) + _zero_frac(b0, slope, dt) * (
             pw * cond
         )
@@ -392,3 +397,81 @@ def _zero_frac(b0, slope, dt):
     with np.errstate(divide="ignore", invalid="ignore"):
         t_empty = np.where(slope < 0, np.clip(-b0 / slope, 0.0, dt), dt)
     return np.where(slope > 0, 0.0, np.where(b0 <= 0, 1.0, (dt - t_empty) / dt))
+
+
+UTIL_GRID = np.array([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85,
+                      0.9, 0.93, 0.96, 0.98])  # fmt: skip
+
+
+def queue_curves(built, service, prompt_sample, slo_s: float, sigma: float, n_origins: int):
+    """The fluid model's waiting curve per region, for observations: mean queueing wait (s)
+    and the probability that an interactive request's wait exceeds its SLO slack (SLO minus
+    mean prefill), at each utilisation in :data:`UTIL_GRID`. Assumes least-loaded inside the
+    region and the traffic of a single origin (the noisiest case)."""
+    n_r = built.n_regions
+    k = UTIL_GRID.size
+    wait = np.zeros((n_r, k))
+    miss = np.zeros((n_r, k))
+    z, wq = np.polynomial.hermite_e.hermegauss(NOISE_NODES)
+    wq = wq / wq.sum()
+    sig = NOISE_SIGMA_SCALE * sigma
+    for r in range(n_r):
+        servers = np.flatnonzero(built.server_region == r)
+        if servers.size == 0:
+            continue
+        s0 = servers[0]
+        n = float(servers.size)
+        c = float(built.server_slots[s0])
+        t = int(built.server_hw[s0] * built.n_models + built.server_model0[s0])
+        m = int(built.server_model0[s0])
+        cq = c * n**JSQ_POOLING_EXPONENT
+        for i, u in enumerate(UTIL_GRID):
+            if u <= 0:
+                continue
+            es, es2 = service.moments(t, CLASS_INTERACTIVE, m, min(c, u * c + 1.0))
+            if es <= 0:
+                continue
+            scv = max(es2 / es**2 - 1.0, 0.0)
+            (p, pw_k, cond_k), _ = noise_averaged_wait(
+                np.array([u]), np.array([sig]), np.array([es]), np.array([scv]), np.array([cq]),
+                z, wq, per_node=True,
+            )  # fmt: skip
+            wait[r, i] = float((p * pw_k * cond_k).sum())
+            slack = max(slo_s - float(service.e_pf[t, CLASS_INTERACTIVE, m]), 0.0)
+            with np.errstate(divide="ignore", over="ignore"):
+                tail = np.where(cond_k > 0, np.exp(-slack / np.maximum(cond_k, 1e-12)), 0.0)
+            miss[r, i] = float((p * pw_k * tail).sum())
+    return UTIL_GRID.copy(), wait, miss
+
+
+def noise_averaged_wait(rho, sigma, es, scv, cq, z, w, per_node: bool = False):
+    """M/G/c wait averaged over Gauss–Hermite nodes of a lognormal rate multiplier.
+
+    Arrays are per queue (leading axis); ``z, w`` are the nodes and normalised weights. Nodes
+    are weighted by their arrival rate. A node above :data:`RHO_MAX_STABLE` is an overloaded
+    minute: everyone waits the stable-limit wait plus the mean of a linear fluid build-up over
+    the noise period, (rho - rho_max) T / 2. Returns (P(wait), mean wait given waiting), or
+    with ``per_node`` the node probabilities and per-node values.
+    """
+    rho = np.asarray(rho, dtype=float)[:, None]
+    sigma = np.asarray(sigma, dtype=float)[:, None]
+    es = np.asarray(es, dtype=float)[:, None]
+    scv = np.asarray(scv, dtype=float)[:, None]
+    cq = np.maximum(np.asarray(cq, dtype=float), 1.0)[:, None]
+    mult = np.exp(sigma * z[None, :] - 0.5 * sigma**2)
+    raw = rho * mult
+    rho_k = np.minimum(raw, RHO_MAX_STABLE)
+    lam_k = rho_k * cq / np.maximum(es, 1e-12)
+    _, pw_k, cond_k = mgc_wait_s(lam_k, es, scv, cq)
+    over = raw > RHO_MAX_STABLE
+    pw_k = np.where(over, 1.0, pw_k)
+    cond_k = np.where(np.isfinite(cond_k), cond_k, 0.0)
+    cond_k = cond_k + np.where(over, (raw - RHO_MAX_STABLE) * NOISE_PERIOD_S / 2.0, 0.0)
+    p = w[None, :] * mult
+    p = p / p.sum(axis=1, keepdims=True)
+    if per_node:
+        return (p[0], pw_k[0], cond_k[0]), None
+    pw = (p * pw_k).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cond = np.where(pw > 0, (p * pw_k * cond_k).sum(axis=1) / pw, 0.0)
+    return pw, np.where(np.isfinite(cond), cond, 0.0)

@@ -161,6 +161,7 @@ def finalize_request(sim, be) -> RunResult:
             "requests_completed": float(completed.sum()),
             "requests_dropped": float(dropped.sum()),
             "requests_in_flight": float(n - completed.sum() - dropped.sum()),
+            "interactive_requests": float(inter.sum()),
         }
     )
     for code, name in enumerate(K.DROP_REASONS):
@@ -227,6 +228,13 @@ def _add_common(metrics: dict, sim, busy: np.ndarray) -> None:
             float(busy[r].sum() / (slots[r] * horizon)) if slots[r] > 0 else 0.0
         )
     metrics["invalid_plans"] = float(len(sim.invalid_plans))
+    if sim.config.objective_scales:
+        from greenroute.objective import Objective
+
+        obj = Objective(sim.config.weights, dict(sim.config.objective_scales))
+        for k, v in obj.terms(metrics).items():
+            metrics[f"objective_{k}"] = v
+        metrics["objective"] = obj.value(metrics)
     metrics["days"] = sc.days
     metrics["horizon_s"] = sc.horizon_s
 

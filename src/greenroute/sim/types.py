@@ -25,13 +25,14 @@ N_CLASSES = len(CLASSES)
 @dataclass(frozen=True)
 class ObjectiveWeights:
     """Weights of the scalar objective (seed 001 eq. 11 generalised): carbon kg, water m³,
-    cost $, latency (mean TTFT s per request) plus a penalty per SLO violation."""
+    cost $, latency (mean TTFT s) plus a penalty on the SLO-violation share. The default is
+    the ``balanced`` preset; see :mod:`greenroute.objective`."""
 
-    carbon: float = 1.0
-    water: float = 0.0
-    cost: float = 0.0
-    latency: float = 0.0
-    slo_penalty: float = 0.0
+    carbon: float = 0.25
+    water: float = 0.25
+    cost: float = 0.25
+    latency: float = 0.25
+    slo_penalty: float = 5.0
 
     def as_dict(self) -> dict[str, float]:
         return {
@@ -61,6 +62,7 @@ class ClusterInfo:
     origin_latlon: np.ndarray  # [O, 2]
     ttft_slo_s: float
     scenario: str = ""
+    deadline_slack_s: tuple[float, float] = (0.0, 0.0)  # deferrable deadline = arrival + U(lo, hi)
 
 
 @dataclass(frozen=True)
@@ -106,12 +108,21 @@ class Observation:
     demand_rps: np.ndarray  # [H+1, C, O] forecast arrival rate
     pending_deferrable: np.ndarray  # [O] deferrable requests held so far
     pending_deadline_s: np.ndarray  # [O] earliest deadline among them (inf when none)
+    pending_due: np.ndarray | None  # [H+1, O] held requests due before the end of step h
     # network, rules, goals
     latency_s: np.ndarray  # [O, R] one-way
     allowed: np.ndarray  # [C, O, R] bool: the hard constraints' mask for this epoch
     ttft_slo_s: float
     weights: ObjectiveWeights
     constraints: ConstraintSet | None = None
+    # reference magnitudes that normalise the objective (local-only's carbon_kg, water_m3,
+    # cost_usd, ttft_mean_s) and expected run totals (interactive requests)
+    objective_scales: dict = field(default_factory=dict)
+    # the simulator's queueing curve per region: mean wait (s) and P(TTFT > SLO) of interactive
+    # requests at utilisation grid ``util_grid`` (busy slots / usable slots)
+    util_grid: np.ndarray | None = None
+    wait_curve_s: np.ndarray | None = None  # [R, K]
+    slo_miss_curve: np.ndarray | None = None  # [R, K]
     forecast_error: float = 0.0
     extras: dict = field(default_factory=dict)
 
