@@ -157,6 +157,12 @@ class _Bar:
             self.progress = None
 
 
+def _short(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
 def _fmt(v, spec: str) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
@@ -244,8 +250,14 @@ def run(
         write_run(res, out)
     for note in res.notes:
         err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+    summary = res.extras.get("policy_summary")
+    if summary:
+        text = ", ".join(f"{k}={_short(v)}" for k, v in summary.items())
+        err_console.print(f"[cyan]{res.policy}:[/] {text}", highlight=False)
     if json_out:
         payload = {"scenario": res.scenario, "policy": res.policy, "metrics": metrics_json(res)}
+        if summary:
+            payload["policy_summary"] = summary
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
         print_table([res], f"{res.scenario} ({res.fidelity}, {res.metrics['days']:g} days)")

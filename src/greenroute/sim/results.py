@@ -259,8 +259,18 @@ def _result(sim, metrics, frame, req_frame) -> RunResult:
         notes=list(sim.prep.notes) + sim.invalid_plans[:5],
         requests=req_frame,
         extras={
+            "policy_summary": _policy_summary(sim.geo),
             "wall_s": sim.wall_s,
             "plan_time_mean_ms": 1e3 * sim.plan_s / max(sim.sc.n_epochs, 1),
             "plan_log": sim.plan_log,
         },
     )
+
+
+def _policy_summary(geo) -> dict | None:
+    """A policy may report its own figures (solver iterations, residuals...) via ``summary()``."""
+    fn = getattr(geo, "summary", None)
+    if not callable(fn):
+        return None
+    out = fn()
+    return dict(out) if out else None

@@ -324,6 +324,7 @@ def _rationale(obs: Observation, sol: LPSolution, h: int) -> str:
 
 class _LPBase:
     name = ""
+    uses_weights = True  # optimises obs.weights (or its own ``weights`` option)
 
     def __init__(
         self,
@@ -355,6 +356,13 @@ class LPMPC(_LPBase):
         super().__init__(horizon=horizon, **options)
         self.horizon_epochs = int(horizon)
 
+    def summary(self) -> dict:
+        t = np.asarray(self.solve_times) * 1e3
+        if t.size == 0:
+            return {}
+        return {"horizon": self.horizon_epochs, "plan_ms_mean": float(t.mean()),
+                "plan_ms_p95": float(np.percentile(t, 95)), "lps": int(t.size)}  # fmt: skip
+
     def plan(self, obs: Observation) -> Plan:
         model = build_cost_model(obs, self.weights, self.max_util)
         sol = solve_horizon_lp(obs, model, self.slack, terminal="cost")
@@ -382,6 +390,12 @@ class Oracle(_LPBase):
         self.sol = None
         self.model = None
         self.e0 = 0
+
+    def summary(self) -> dict:
+        if self.sol is None:
+            return {}
+        return {"lp_bound_objective": self.lp_bound, "solve_s": self.sol.solve_s,
+                "variables": self.sol.n_vars, "rows": self.sol.n_rows}  # fmt: skip
 
     def plan(self, obs: Observation) -> Plan:
         if self.sol is None:
