@@ -127,9 +127,16 @@ def compare(
     days: float | None = None,
     data_dir: str | Path | None = None,
     on_result: Callable[[RunResult], None] | None = None,
+    oracle_gap: bool = True,
     **kwargs,
 ) -> list[RunResult]:
-    """Run several policies on the same prepared scenario (same workload, signals, seed)."""
+    """Run several policies on the same prepared scenario (same workload, signals, seed).
+
+    With ``oracle_gap`` (default) and a scenario where the oracle is computable (two or more
+    regions), each result gains ``oracle_gap_pct`` and ``oracle_carbon_gap_pct``: the share of
+    the oracle's weighted-objective (resp. carbon) savings over ``local-only`` it captures.
+    ``local-only`` and ``oracle`` are run for this if they are not in ``policies``.
+    """
     sc = resolve_scenario(
         scenario,
         days=days,
@@ -144,7 +151,39 @@ def compare(
         out.append(res)
         if on_result is not None:
             on_result(res)
+    if oracle_gap and oracle_computable(sc):
+        by_name = {r.policy: r for r in out}
+        kw = {k: v for k, v in kwargs.items() if k not in ("policy_options", "progress")}
+        base = by_name.get("local-only") or run(sc, "local-only", seed=seed, prepared=prep, **kw)
+        orc = by_name.get("oracle") or run(sc, "oracle", seed=seed, prepared=prep, **kw)
+        add_oracle_gaps(out, base, orc)
     return out
+
+
+def oracle_computable(sc: Scenario) -> bool:
+    """The oracle needs a choice of regions (spatial) or deferrable work (temporal)."""
+    return len(sc.regions) >= 2
+
+
+def add_oracle_gaps(results: Sequence[RunResult], base: RunResult, orc: RunResult) -> None:
+    """Share (%) of the oracle's savings over ``base`` that each result captures."""
+    for key, out_key in (("objective", "oracle_gap_pct"), ("carbon_kg", "oracle_carbon_gap_pct")):
+        b = base.metrics.get(key)
+        o = orc.metrics.get(key)
+        if b is None or o is None:
+            continue
+        saving = b - o
+        for r in results:
+            v = r.metrics.get(key)
+            if v is None or abs(saving) < 1e-12 * max(abs(b), 1.0):
+                r.metrics[out_key] = float("nan")
+            else:
+                r.metrics[out_key] = 100.0 * (b - v) / saving
+    model_j = (orc.extras.get("policy_summary") or {}).get("lp_objective_j")
+    for r in results:
+        r.metrics["oracle_objective"] = float(orc.metrics.get("objective", float("nan")))
+        if model_j is not None:
+            r.metrics["oracle_lp_objective"] = float(model_j)
 
 
 def run_manifest(path: str | Path, **overrides) -> RunResult:

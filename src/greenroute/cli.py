@@ -101,28 +101,9 @@ def _constraints(exclude, residency, power_cap):
 
 
 def parse_weights(text: str | None):
-    from greenroute.sim.types import ObjectiveWeights
+    from greenroute.objective import parse_weights as _parse
 
-    if not text:
-        return None
-    fields = {"carbon", "water", "cost", "latency", "slo_penalty"}
-    values: dict[str, float] = {}
-    for part in text.split(","):
-        key, sep, val = part.partition("=")
-        key = key.strip()
-        if not sep or key not in fields:
-            raise ConfigError(
-                f"bad --weights {text!r}: expected NAME=VALUE pairs with NAME in {sorted(fields)}"
-            )
-        try:
-            values[key] = float(val)
-        except ValueError:
-            raise ConfigError(f"bad --weights {text!r}: {val!r} is not a number") from None
-        if not (values[key] >= 0 and math.isfinite(values[key])):
-            raise ConfigError(f"bad --weights {text!r}: weights must be finite and >= 0")
-    base = {k: 0.0 for k in ("carbon", "water", "cost", "latency")}
-    base.update(values)
-    return ObjectiveWeights(**base)
+    return _parse(text)
 
 
 class _Bar:
@@ -176,8 +157,11 @@ def print_table(results, title: str, per_day: bool = False) -> None:
         suffix = "/day" if per_day and key in EXTENSIVE else ""
         table.add_column(label + suffix, justify="right")
     extra_gap = any("oracle_gap_pct" in r.metrics for r in results)
+    if "objective" in results[0].metrics:
+        table.add_column("Objective J", justify="right")
     if extra_gap:
-        table.add_column("Oracle gap (%)", justify="right")
+        table.add_column("Oracle gap J (%)", justify="right")
+        table.add_column("Oracle gap CO₂ (%)", justify="right")
     for r in results:
         days = r.metrics.get("days", 1.0) or 1.0
         cells = []
@@ -186,8 +170,11 @@ def print_table(results, title: str, per_day: bool = False) -> None:
             if per_day and key in EXTENSIVE and v is not None:
                 v = v / days
             cells.append(_fmt(v, spec))
+        if "objective" in results[0].metrics:
+            cells.append(_fmt(r.metrics.get("objective"), "{:.4f}"))
         if extra_gap:
             cells.append(_fmt(r.metrics.get("oracle_gap_pct"), "{:.1f}"))
+            cells.append(_fmt(r.metrics.get("oracle_carbon_gap_pct"), "{:.1f}"))
         table.add_row(r.policy, *cells)
     out_console.print(table)
 
@@ -284,6 +271,9 @@ def compare(
     forecast: ForecastOpt = "perfect",
     forecast_error: ForecastErrOpt = 0.0,
     per_day: PerDayOpt = False,
+    oracle_gap: Annotated[
+        bool, typer.Option(help="add the oracle-gap columns (runs local-only and oracle)")
+    ] = True,
 ) -> None:
     """Compare geo policies on one scenario (same workload, signals and seed)."""
     from greenroute.output import metrics_json, write_compare
@@ -312,6 +302,7 @@ def compare(
         weights=parse_weights(weights),
         forecast=forecast,
         forecast_error=forecast_error,
+        oracle_gap=oracle_gap,
     )
     if out is not None:
         write_compare(results, out)
@@ -385,7 +376,7 @@ def demo(
     from greenroute.policies.registry import geo_policy_names
 
     baselines = [p for p in BASELINES if p in geo_policy_names()]
-    results = _compare_with_progress("demo", baselines, seed=seed)
+    results = _compare_with_progress("demo", baselines, seed=seed, oracle_gap=False)
     if json_out:
         payload = {
             "scenario": "demo",

@@ -3,7 +3,9 @@
 - request-level throughput: simulated requests per second on one core, 10 regions,
   ``lowest-carbon`` + ``least-loaded``, >= 1M requests (bar: >= 100k req/s);
 - peak memory of that run in a fresh process (bar: < 1 GB for 1M requests);
-- wall time of a 31-day ``geo10`` run at its default (fluid) fidelity (bar: < 60 s).
+- wall time of a 31-day ``geo10`` run at its default (fluid) fidelity (bar: < 60 s);
+- ``lp-mpc`` plan latency with 12 regions at H = 8 (bar: < 50 ms) and at its default H = 48;
+- wall time of ``oracle`` (one LP over the whole run) on ``geo10``, 31 days.
 
 Each figure runs in its own subprocess so numba compilation, caches and peak RSS of one do
 not leak into another. ``--json`` prints the figures as JSON.
@@ -116,6 +118,69 @@ def child_geo10() -> dict:
     return out
 
 
+LP12_REGIONS = ("DE-LU", "CL-SIC", "US-CAL-CISO", "AU-NSW", "SG", "US-NY-NYIS", "BR-SP", "ZA",
+                "GB", "KR", "JP-TK", "CA-ON")  # fmt: skip
+
+
+def child_lp_latency() -> dict:
+    from greenroute.api import run
+    from greenroute.catalog import get_region
+    from greenroute.data.workload import WorkloadSpec
+    from greenroute.sim.cluster import uniform_cluster
+    from greenroute.sim.scenario import Scenario
+
+    spec = WorkloadSpec(
+        origins=LP12_REGIONS,
+        origin_timezones=tuple(get_region(r).timezone for r in LP12_REGIONS),
+        interactive_rps=tuple(280.0 for _ in LP12_REGIONS),
+        deferrable_rps=tuple(40.0 for _ in LP12_REGIONS),
+        diurnal_flat_share=0.7,
+    )
+    sc = Scenario(
+        name="bench-lp-12",
+        description="12 regions, 1 day, fluid",
+        regions=LP12_REGIONS,
+        origins=LP12_REGIONS,
+        cluster=uniform_cluster(LP12_REGIONS, 200),
+        workload=spec,
+        start_utc=pd.Timestamp("2023-07-01", tz="UTC"),
+        days=1.0,
+        fidelity="fluid",
+        real_data=False,
+    )
+    out = {}
+    for h in (8, 48):
+        res = run(sc, "lp-mpc", policy_options={"horizon": h})
+        summ = res.extras["policy_summary"]
+        out[f"h{h}_plan_ms_mean"] = summ["plan_ms_mean"]
+        out[f"h{h}_plan_ms_p95"] = summ["plan_ms_p95"]
+    return out
+
+
+def child_oracle_geo10() -> dict:
+    from greenroute.api import run
+
+    data_dir = _default_data_dir()
+    t0 = time.perf_counter()
+    res = run("geo10", "oracle", data_dir=data_dir)
+    summ = res.extras["policy_summary"]
+    return {
+        "data": "real" if data_dir else "embedded",
+        "wall_s": time.perf_counter() - t0,
+        "solve_s": summ["solve_s"],
+        "variables": summ["variables"],
+        "rows": summ["rows"],
+        "objective": res.metrics["objective"],
+        "peak_rss_mb": _peak_rss_mb(),
+    }
+
+
+def _default_data_dir():
+    from greenroute.data.paths import resolve_data_dir
+
+    return resolve_data_dir(os.environ.get("GREENROUTE_DATA_DIR") or _default_data())
+
+
 def _default_data():
     here = os.path.dirname(os.path.abspath(__file__))
     cand = os.path.normpath(os.path.join(here, "..", "..", "..", "..", "shared", "data"))
@@ -136,7 +201,12 @@ def _child(name: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-CHILDREN = {"request": child_request, "geo10": child_geo10}
+CHILDREN = {
+    "request": child_request,
+    "geo10": child_geo10,
+    "lp_latency": child_lp_latency,
+    "oracle_geo10": child_oracle_geo10,
+}
 
 
 def main() -> None:
@@ -149,12 +219,6 @@ def main() -> None:
         print(json.dumps(CHILDREN[args.child]()))
         return
     figures = {name: _child(name) for name in CHILDREN}
-    try:
-        from greenroute.bench import perf_extra
-
-        figures.update(perf_extra.figures(_child_extra))
-    except ImportError:
-        pass
     if args.json:
         print(json.dumps(figures, indent=2))
         return
@@ -171,17 +235,20 @@ def main() -> None:
         (f"geo10, 31 days, fluid, {g['data']} data: lowest-carbon",
          f"{g['lowest-carbon_wall_s']:.1f} s", "< 60 s"),
     ]  # fmt: skip
-    for key, val in figures.items():
-        if key not in ("request", "geo10") and isinstance(val, dict) and "label" in val:
-            rows.append((val["label"], val["value"], val.get("bar", "")))
+    lp, orc = figures["lp_latency"], figures["oracle_geo10"]
+    rows += [
+        ("lp-mpc plan time, 12 regions, H = 8 (mean / p95)",
+         f"{lp['h8_plan_ms_mean']:.1f} / {lp['h8_plan_ms_p95']:.1f} ms", "< 50 ms"),
+        ("lp-mpc plan time, 12 regions, H = 48 (mean / p95)",
+         f"{lp['h48_plan_ms_mean']:.1f} / {lp['h48_plan_ms_p95']:.1f} ms", ""),
+        (f"oracle on geo10, 31 days, {orc['data']} data (wall / LP build+solve)",
+         f"{orc['wall_s']:.0f} s / {orc['solve_s']:.0f} s "
+         f"({orc['variables']:,} variables, {orc['rows']:,} rows)", ""),
+    ]  # fmt: skip
     width = max(len(a) for a, _, _ in rows)
     print(f"{'figure'.ljust(width)}  value  [bar]")
     for label, value, bar in rows:
         print(f"{label.ljust(width)}  {value}  [{bar}]")
-
-
-def _child_extra(name: str) -> dict:
-    return _child(name)
 
 
 if __name__ == "__main__":

@@ -258,7 +258,9 @@ class FluidBackend:
         lim = self.g_qlimit * self.g_servers * es_mix
         over = new_b > lim
         if over.any():
-            self.dropped["queue_full"] += float(((new_b - lim) / es_mix)[over].sum())
+            self.dropped["queue_full"] += float(
+                ((new_b - lim)[over] / np.maximum(es_mix[over], 1e-12)).sum()
+            )
             new_b = np.where(over, lim, new_b)
         self.backlog_s = new_b
         self.backlog_req = np.where(es_mix > 0, new_b / np.maximum(es_mix, 1e-12), 0.0)
