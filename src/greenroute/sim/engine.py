@@ -403,17 +403,44 @@ class Simulation:
         t = time.perf_counter()
         plan = self.geo.plan(obs)
         self.plan_s += time.perf_counter() - t
+        return self.validated(obs, plan)
+
+    # ------------------------------------------------------------------ run / step
+    def run(self):
+        """Run every epoch with the geo policy and return the :class:`RunResult`."""
+        self.begin()
+        while not self.done:
+            obs = self.observe()
+            plan = self.get_plan(obs)
+            self.advance(plan, obs)
+        return self.finish()
+
+    def begin(self, reset_policy: bool = True) -> None:
+        """Start a run that the caller steps epoch by epoch (Gymnasium envs, the gateway)."""
+        self._t_start = time.perf_counter()
+        if reset_policy:
+            self.geo.reset(self.info, self.config.seed)
+        self.epoch = 0
+        if self.sc.fidelity == "request":
+            self._stepper = _RequestStepper(self)
+        else:
+            self._stepper = _FluidStepper(self)
+
+    @property
+    def done(self) -> bool:
+        return self.epoch >= self.sc.n_epochs
+
+    def observe(self) -> Observation:
+        return self._stepper.observe(self.epoch)
+
+    def validated(self, obs: Observation, plan: Plan) -> Plan:
+        """Check a plan against the hard constraints (raise or fall back, per config)."""
         sc = self.sc
         try:
             sc.constraints.validate(
-                plan.route,
-                plan.hold,
-                plan.power_cap_kw,
-                sc.origins,
-                sc.regions,
-                obs.allowed,
+                plan.route, plan.hold, plan.power_cap_kw, sc.origins, sc.regions, obs.allowed,
                 obs.epoch,
-            )
+            )  # fmt: skip
         except PlanViolationError as err:
             if self.config.on_invalid == "raise":
                 raise PlanViolationError(
@@ -424,108 +451,129 @@ class Simulation:
             plan = safe_plan(obs)
         return plan
 
-    # ------------------------------------------------------------------ run
-    def run(self):
+    def advance(self, plan: Plan, obs: Observation) -> dict:
+        """Apply a (validated) plan to the current epoch; returns the epoch's figures."""
+        self._log_plan(self.epoch, plan)
+        info = self._stepper.apply(self.epoch, plan, obs)
+        self.epoch += 1
+        if self.progress is not None:
+            self.progress(self.epoch, self.sc.n_epochs)
+        return info
+
+    def finish(self):
         from greenroute.sim.results import finalize_fluid, finalize_request
 
-        t_start = time.perf_counter()
-        self.geo.reset(self.info, self.config.seed)
+        self.wall_s = time.perf_counter() - self._t_start
         if self.sc.fidelity == "request":
-            backend = self._run_request()
-            self.wall_s = time.perf_counter() - t_start
-            return finalize_request(self, backend)
-        fluid = self._run_fluid()
-        self.wall_s = time.perf_counter() - t_start
-        return finalize_fluid(self, fluid)
-
-    def _run_request(self):
-        from greenroute.policies.local import local_policy_code
-        from greenroute.sim.request_mode import RequestBackend
-
-        sc, prep = self.sc, self.prep
-        reqs = prep.requests
-        assert reqs is not None
-        n = len(reqs)
-        codes = np.array([local_policy_code(lp) for lp in self.local], dtype=np.int64)
-        backend = RequestBackend(prep.built, reqs, codes, self.local)
-        rng = np.random.default_rng(_seed_int(self.config.seed, 5))
-        u_route = rng.random(n)
-        u_hold = rng.random(n)
-        u_local = rng.random(n)
-        bounds = np.searchsorted(reqs.arrival_s, np.arange(sc.n_epochs + 1) * sc.epoch_s)
-        pool = np.zeros(0, dtype=np.int64)
-        n_o = len(sc.origins)
-        held_flag = np.zeros(n, dtype=bool)
-        for e in range(sc.n_epochs):
-            t0 = e * sc.epoch_s
-            t1 = t0 + sc.epoch_s
-            state = backend.region_state(t0)
-            pending = _pending_summary(pool, reqs, n_o, sc.epoch_s)
-            obs = self.observation(e, state, backend.resident_models(), pending)
-            plan = self.get_plan(obs)
-            self._log_plan(e, plan)
-            slots_eff, _ = self.effective_slots(plan.power_cap_kw)
-            hold = np.zeros(n_o) if plan.hold is None else np.asarray(plan.hold, dtype=float)
-            ids = np.arange(bounds[e], bounds[e + 1])
-            cls = reqs.cls[ids]
-            margin = 2 * sc.epoch_s + float(np.max(obs.slot_s_per_request[CLASS_DEFERRABLE]))
-            # deferrable arrivals: hold a share (plan.hold) unless the deadline is too close
-            defer = ids[cls == CLASS_DEFERRABLE]
-            can_hold = reqs.deadline_s[defer] - t1 >= margin
-            to_pool = defer[(u_hold[defer] < hold[reqs.origin[defer]]) & can_hold]
-            held_flag[to_pool] = True
-            now = np.setdiff1d(ids, to_pool, assume_unique=True)
-            # release from the pool: forced by deadline, then (1 - hold) of the rest, EDF
-            released = np.zeros(0, dtype=np.int64)
-            if pool.size:
-                forced = reqs.deadline_s[pool] - t0 < margin
-                rel = [pool[forced]]
-                rest = pool[~forced]
-                for o in range(n_o):
-                    mine = rest[reqs.origin[rest] == o]
-                    k = int(np.round((1.0 - hold[o]) * mine.size))
-                    if k > 0:
-                        order = np.argsort(reqs.deadline_s[mine], kind="stable")
-                        rel.append(mine[order[:k]])
-                released = np.concatenate(rel)
-                pool = np.setdiff1d(pool, released, assume_unique=True)
-            pool = np.concatenate([pool, to_pool])
-            # released work is paced evenly over the epoch, earliest deadline first, instead of
-            # arriving as one burst at the epoch boundary (deadlines are >= 2 epochs away
-            # unless forced, and forced work goes first)
-            released = released[np.argsort(reqs.deadline_s[released], kind="stable")]
-            pace = t0 + sc.epoch_s * np.arange(released.size) / max(released.size, 1)
-            disp_ids = np.concatenate([now, released])
-            disp_t = np.concatenate([reqs.arrival_s[now], pace])
-            regions = _sample_regions(plan.route, reqs.cls[disp_ids], reqs.origin[disp_ids],
-                                      u_route[disp_ids])  # fmt: skip
-            net = prep.latency_s[reqs.origin[disp_ids], regions]
-            backend.place(disp_ids, disp_t, regions, net, slots_eff, u_local[disp_ids])
-            if self.progress is not None:
-                self.progress(e + 1, sc.n_epochs)
-        backend.pool = pool
-        backend.held_flag = held_flag
-        return backend
-
-    def _run_fluid(self):
-        from greenroute.sim.fluid import FluidBackend
-
-        sc = self.sc
-        fluid = FluidBackend(self)
-        for e in range(sc.n_epochs):
-            state = fluid.region_state(e)
-            obs = self.observation(e, state, fluid.resident_models(), fluid.pending_summary(e))
-            plan = self.get_plan(obs)
-            self._log_plan(e, plan)
-            _slots_eff, frac = self.effective_slots(plan.power_cap_kw)
-            fluid.step(e, plan, frac, obs)
-            if self.progress is not None:
-                self.progress(e + 1, sc.n_epochs)
-        return fluid
+            return finalize_request(self, self._stepper.finish())
+        return finalize_fluid(self, self._stepper.finish())
 
     def _log_plan(self, e: int, plan: Plan) -> None:
         if plan.rationale or e == 0:
             self.plan_log.append({"epoch": e, "rationale": plan.rationale})
+
+
+class _RequestStepper:
+    """Request fidelity: per-epoch dispatch of individual requests to the compiled kernel."""
+
+    def __init__(self, sim: Simulation) -> None:
+        from greenroute.policies.local import local_policy_code
+        from greenroute.sim.request_mode import RequestBackend
+
+        self.sim = sim
+        sc, prep = sim.sc, sim.prep
+        reqs = prep.requests
+        assert reqs is not None
+        n = len(reqs)
+        self.reqs = reqs
+        codes = np.array([local_policy_code(lp) for lp in sim.local], dtype=np.int64)
+        self.backend = RequestBackend(prep.built, reqs, codes, sim.local)
+        rng = np.random.default_rng(_seed_int(sim.config.seed, 5))
+        self.u_route = rng.random(n)
+        self.u_hold = rng.random(n)
+        self.u_local = rng.random(n)
+        self.bounds = np.searchsorted(reqs.arrival_s, np.arange(sc.n_epochs + 1) * sc.epoch_s)
+        self.pool = np.zeros(0, dtype=np.int64)
+        self.n_o = len(sc.origins)
+        self.held_flag = np.zeros(n, dtype=bool)
+
+    def observe(self, e: int) -> Observation:
+        sc = self.sim.sc
+        state = self.backend.region_state(e * sc.epoch_s)
+        pending = _pending_summary(self.pool, self.reqs, self.n_o, sc.epoch_s)
+        return self.sim.observation(e, state, self.backend.resident_models(), pending)
+
+    def apply(self, e: int, plan: Plan, obs: Observation) -> dict:
+        sim = self.sim
+        sc, prep, reqs, n_o = sim.sc, sim.prep, self.reqs, self.n_o
+        t0 = e * sc.epoch_s
+        t1 = t0 + sc.epoch_s
+        slots_eff, _ = sim.effective_slots(plan.power_cap_kw)
+        hold = np.zeros(n_o) if plan.hold is None else np.asarray(plan.hold, dtype=float)
+        ids = np.arange(self.bounds[e], self.bounds[e + 1])
+        cls = reqs.cls[ids]
+        margin = 2 * sc.epoch_s + float(np.max(obs.slot_s_per_request[CLASS_DEFERRABLE]))
+        # deferrable arrivals: hold a share (plan.hold) unless the deadline is too close
+        defer = ids[cls == CLASS_DEFERRABLE]
+        can_hold = reqs.deadline_s[defer] - t1 >= margin
+        to_pool = defer[(self.u_hold[defer] < hold[reqs.origin[defer]]) & can_hold]
+        self.held_flag[to_pool] = True
+        now = np.setdiff1d(ids, to_pool, assume_unique=True)
+        # release from the pool: forced by deadline, then (1 - hold) of the rest, EDF
+        released = np.zeros(0, dtype=np.int64)
+        pool = self.pool
+        if pool.size:
+            forced = reqs.deadline_s[pool] - t0 < margin
+            rel = [pool[forced]]
+            rest = pool[~forced]
+            for o in range(n_o):
+                mine = rest[reqs.origin[rest] == o]
+                k = int(np.round((1.0 - hold[o]) * mine.size))
+                if k > 0:
+                    order = np.argsort(reqs.deadline_s[mine], kind="stable")
+                    rel.append(mine[order[:k]])
+            released = np.concatenate(rel)
+            pool = np.setdiff1d(pool, released, assume_unique=True)
+        self.pool = np.concatenate([pool, to_pool])
+        # released work is paced evenly over the epoch, earliest deadline first, instead of
+        # arriving as one burst at the epoch boundary (deadlines are >= 2 epochs away
+        # unless forced, and forced work goes first)
+        released = released[np.argsort(reqs.deadline_s[released], kind="stable")]
+        pace = t0 + sc.epoch_s * np.arange(released.size) / max(released.size, 1)
+        disp_ids = np.concatenate([now, released])
+        disp_t = np.concatenate([reqs.arrival_s[now], pace])
+        regions = _sample_regions(plan.route, reqs.cls[disp_ids], reqs.origin[disp_ids],
+                                  self.u_route[disp_ids])  # fmt: skip
+        net = prep.latency_s[reqs.origin[disp_ids], regions]
+        self.backend.place(disp_ids, disp_t, regions, net, slots_eff, self.u_local[disp_ids])
+        return {"dispatched": float(disp_ids.size), "held": float(self.pool.size)}
+
+    def finish(self):
+        self.backend.pool = self.pool
+        self.backend.held_flag = self.held_flag
+        return self.backend
+
+
+class _FluidStepper:
+    """Fluid fidelity: per-epoch work in slot-seconds (see ``sim/fluid.py``)."""
+
+    def __init__(self, sim: Simulation) -> None:
+        from greenroute.sim.fluid import FluidBackend
+
+        self.sim = sim
+        self.fluid = FluidBackend(sim)
+
+    def observe(self, e: int) -> Observation:
+        fl = self.fluid
+        return self.sim.observation(e, fl.region_state(e), fl.resident_models(),
+                                    fl.pending_summary(e))  # fmt: skip
+
+    def apply(self, e: int, plan: Plan, obs: Observation) -> dict:
+        _slots_eff, frac = self.sim.effective_slots(plan.power_cap_kw)
+        return self.fluid.step(e, plan, frac, obs) or {}
+
+    def finish(self):
+        return self.fluid
 
 
 def _pending_summary(pool: np.ndarray, reqs: Requests, n_o: int, epoch_s: float):
