@@ -318,6 +318,50 @@ class FluidBackend:
             cmp["cap"].append(cap_rate[gg])
             cmp["pw"].append(pw[gg])
             cmp["cond"].append(cond[gg])
+        return self._epoch_info(e, served, es_mix, n_int, gg, oo, mm, b0, slope, cap_rate,
+                                pw, cond, late)  # fmt: skip
+
+    def _epoch_info(self, e, served, es_mix, n_int, gg, oo, mm, b0, slope, cap, pw, cond, late):
+        """Figures of epoch ``e`` for step-wise consumers (RL rewards, the gateway)."""
+        prep = self.sim.prep
+        dt = self.sc.epoch_s
+        idle_kwh = prep.built.region_idle_kw() * dt / 3600.0
+        it_kwh = self.it_dyn_kwh[:, e] + idle_kwh
+        f = prep.factors
+        carbon_kg = float((it_kwh * np.asarray(f.carbon_g)[e]).sum() / 1e3)
+        water_m3 = float(
+            (it_kwh * (np.asarray(f.water_onsite_l)[e] + np.asarray(f.water_offsite_l)[e])).sum()
+            / 1e3
+        )
+        cost_usd = float((it_kwh * np.asarray(f.cost_usd)[e]).sum())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            completed = float(np.where(es_mix > 0, served / np.maximum(es_mix, 1e-12), 0.0).sum())
+        # expected interactive SLO misses: queueing wait beyond the slack left after the
+        # network and the mean prefill (exponential tail of the M/G/c wait)
+        misses = 0.0
+        if gg.size:
+            t = self.types[gg, mm]
+            e_pf = self.svc.e_pf[t, CLASS_INTERACTIVE, mm]
+            fluid_w = _fluid_wait_mean(b0[gg], slope[gg], cap[gg], dt)
+            slack = self.sim.sc.ttft_slo_s - 2.0 * self.lat[oo, self.g_region[gg]] - e_pf - fluid_w
+            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+                tail = np.where(
+                    slack <= 0,
+                    1.0,
+                    pw[gg] * np.exp(-np.maximum(slack, 0.0) / np.maximum(cond[gg], 1e-12)),
+                )
+            tail = np.where(cond[gg] > 0, tail, (slack <= 0).astype(float))
+            misses = float((n_int[gg, oo, mm] * tail).sum())
+        return {
+            "it_energy_kwh": float(it_kwh.sum()),
+            "carbon_kg": carbon_kg,
+            "water_m3": water_m3,
+            "cost_usd": cost_usd,
+            "completed": completed,
+            "slo_misses": misses + float(late.sum()),
+            "held": float(self.pool.sum()),
+            "backlog_requests": float(self.backlog_req.sum()),
+        }
 
     def _decode_at(self, batch: np.ndarray) -> np.ndarray:
         """Decode step [G, M] at fractional batch sizes [G] (linear between table entries)."""
