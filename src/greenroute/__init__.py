@@ -23,6 +23,10 @@ from greenroute.sim.types import (
     Plan,
 )
 
+from greenroute.envs import register_envs as _register_envs  # noqa: E402
+
+_register_envs()
+
 __all__ = [
     "ClusterInfo",
     "ConstraintSet",

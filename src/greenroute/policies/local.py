@@ -96,6 +96,10 @@ def local_policy_names() -> list[str]:
 def resolve_local_policy(spec: LocalPolicy | str) -> LocalPolicy:
     """A fresh local policy from a name, or the given object (used as is)."""
     if isinstance(spec, str):
+        if spec.startswith("rl:"):
+            from greenroute.policies.rl.local import load_rl_local_policy
+
+            return load_rl_local_policy(spec[3:])
         try:
             return LOCAL_POLICIES[spec]()
         except KeyError:

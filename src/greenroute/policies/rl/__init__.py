@@ -1,0 +1,1 @@
+"""Reinforcement learning (extra ``[rl]``): training, saved models, RL-backed policies."""

@@ -1,0 +1,133 @@
+"""``greenroute train``: train an SB3 agent on a greenroute environment and save it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from greenroute.errors import ConfigError, UnknownNameError
+
+
+def parse_overrides(items: list[str] | None) -> dict:
+    """``key=value`` pairs; values parsed as JSON when possible (numbers, lists, bools)."""
+    out: dict = {}
+    for item in items or []:
+        key, sep, val = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"bad option {item!r}: expected KEY=VALUE")
+        try:
+            out[key.strip()] = json.loads(val)
+        except json.JSONDecodeError:
+            out[key.strip()] = val
+    return out
+
+
+def make_env(env_id: str, env_options: dict | None = None):
+    import gymnasium as gym
+
+    from greenroute.envs import ENV_IDS, register_envs
+
+    register_envs()
+    if env_id not in ENV_IDS:
+        raise UnknownNameError("environment", env_id, ENV_IDS)
+    return gym.make(env_id, **(env_options or {}))
+
+
+def train(
+    env_id: str,
+    algo: str = "ppo",
+    steps: int = 10_000,
+    seed: int = 0,
+    out: str | Path = "model.zip",
+    *,
+    env_options: dict | None = None,
+    hyperparameters: dict | None = None,
+    tensorboard_log: str | Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict:
+    """Train and save; returns the metadata written into the model zip."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from greenroute.policies.rl.algos import algo_class, default_hyperparameters
+    from greenroute.policies.rl.store import write_meta
+
+    if steps < 1:
+        raise ConfigError(f"--steps must be >= 1, got {steps}")
+    out = Path(out)
+    if out.suffix != ".zip":
+        raise ConfigError(f"--out must end with .zip, got {out}")
+    env = make_env(env_id, env_options)
+    cls = algo_class(algo)
+    kw, policy_kwargs = default_hyperparameters(env_id, algo)
+    kw.update(hyperparameters or {})
+    if "policy_kwargs" in kw:
+        policy_kwargs.update(kw.pop("policy_kwargs"))
+    import gymnasium as gym
+
+    if algo == "dqn" and not isinstance(env.action_space, gym.spaces.Discrete):
+        raise ConfigError(f"dqn needs a discrete action space; {env_id} has {env.action_space}")
+    if algo == "sac" and not isinstance(env.action_space, gym.spaces.Box):
+        raise ConfigError(f"sac needs a continuous action space; {env_id} is discrete")
+    try:
+        model = cls(
+            "MlpPolicy",
+            env,
+            seed=seed,
+            verbose=0,
+            device="cpu",
+            policy_kwargs=policy_kwargs or None,
+            tensorboard_log=None if tensorboard_log is None else str(tensorboard_log),
+            **kw,
+        )
+    except TypeError as exc:
+        raise ConfigError(f"bad hyperparameter for {algo}: {exc}") from None
+
+    class _Progress(BaseCallback):
+        def _on_step(self) -> bool:
+            if progress is not None and self.num_timesteps % 256 == 0:
+                progress(self.num_timesteps, steps)
+            return True
+
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=steps, callback=_Progress(), tb_log_name=f"{algo}-{seed}")
+    wall = time.perf_counter() - t0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp.zip")
+    model.save(str(tmp))
+    base_env = env.unwrapped
+    meta = {
+        "env_id": env_id,
+        "env_options": env_options or {},
+        "algo": algo,
+        "steps": int(steps),
+        "seed": int(seed),
+        "wall_s": wall,
+        "hyperparameters": {k: v for k, v in kw.items()},
+        "observation_shape": list(env.observation_space.shape or []),
+        "action_space": str(env.action_space),
+        "env_meta": base_env.model_meta() if hasattr(base_env, "model_meta") else {},
+    }
+    write_meta(tmp, meta)
+    tmp.replace(out)
+    env.close()
+    return meta
+
+
+def evaluate(model, env, episodes: int = 5, deterministic: bool = True, seed: int = 0) -> dict:
+    """Mean and std of the episode return over ``episodes`` evaluation episodes."""
+    returns = []
+    for k in range(episodes):
+        obs, _ = env.reset(seed=seed + k)
+        done = False
+        total = 0.0
+        while not done:
+            action, _ = model.predict(obs, deterministic=deterministic)
+            obs, r, term, trunc, _ = env.step(action)
+            total += float(r)
+            done = term or trunc
+        returns.append(total)
+    return {"mean": float(np.mean(returns)), "std": float(np.std(returns)), "returns": returns}
