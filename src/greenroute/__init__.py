@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 from greenroute.api import compare, run, run_manifest
 from greenroute.bench.scenarios import get_scenario, register_scenario, scenario_names
 from greenroute.constraints import ConstraintSet, Exclusion
+from greenroute.envs import register_envs as _register_envs
 from greenroute.policies.registry import (
     geo_policy_names,
     make_geo_policy,
@@ -22,8 +23,6 @@ from greenroute.sim.types import (
     Observation,
     Plan,
 )
-
-from greenroute.envs import register_envs as _register_envs  # noqa: E402
 
 _register_envs()
 

@@ -443,6 +443,155 @@ def policies(json_out: JsonOpt = False) -> None:
         out_console.print(table)
 
 
+@app.command()
+@user_errors
+def pareto(
+    scenario: ScenarioOpt = "demo",
+    policies: Annotated[
+        str, typer.Option(help="comma-separated geo policies")
+    ] = "local-only,lowest-carbon,lp-mpc",
+    sweep_weights: Annotated[
+        int,
+        typer.Option(
+            "--sweep-weights",
+            help="weight vectors per weight-parametrised policy (4 corners, balanced, lattice, "
+            "then Dirichlet samples)",
+        ),
+    ] = 5,
+    days: DaysOpt = None,
+    seed: SeedOpt = 0,
+    data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Pareto front and hypervolume of policies over carbon, water, cost and mean TTFT.
+
+    Policies that optimise objective weights (lp-mpc, oracle, nsga2, ...) run once per weight
+    vector, the others once, all on the same prepared scenario. The hypervolume uses the worst
+    observed value of each metric as the reference point (seed 001 section 6.1), after dividing
+    each metric by it.
+    """
+    from greenroute.bench.pareto import weight_set
+
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    if not names:
+        raise ConfigError("--policies is empty")
+    weight_set(sweep_weights, seed)  # validates N before any run
+    result = _pareto_with_progress(
+        scenario, names, sweep_weights, seed=seed, days=days, data_dir=data_dir
+    )
+    if json_out:
+        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+    else:
+        _print_pareto(result)
+
+
+def _pareto_with_progress(scenario, names, n_weights, **kwargs):
+    from greenroute.bench.pareto import pareto_sweep, weights_label
+
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
+    t0 = time.perf_counter()
+    state = {"started": False, "task": None, "sub": None, "label": "", "done": 0, "total": 1}
+
+    def ensure():
+        if not state["started"] and time.perf_counter() - t0 > 1.0:
+            progress.start()
+            state["task"] = progress.add_task("runs", total=state["total"])
+            state["sub"] = progress.add_task("epochs", total=1)
+            state["started"] = True
+        if state["started"]:
+            progress.update(state["task"], completed=state["done"], total=state["total"])
+
+    def on_start(name, w, i, total):
+        state.update(done=i, total=total, label=f"  {name} {weights_label(w)}")
+        ensure()
+
+    def on_epoch(i, total):
+        ensure()
+        if state["started"]:
+            progress.update(state["sub"], completed=i, total=total, description=state["label"])
+
+    try:
+        return pareto_sweep(
+            scenario, names, n_weights, on_start=on_start, progress=on_epoch, **kwargs
+        )
+    finally:
+        if state["started"]:
+            progress.stop()
+
+
+def _print_pareto(result) -> None:
+    from greenroute.bench.pareto import METRICS, NORMALISATION, weights_label
+
+    labels = {
+        "carbon_kg": "Carbon (kg)",
+        "water_m3": "Water (m³)",
+        "cost_usd": "Energy cost ($)",
+        "ttft_mean_s": "TTFT mean (s)",
+    }
+    specs = {
+        "carbon_kg": "{:,.1f}",
+        "water_m3": "{:,.2f}",
+        "cost_usd": "{:,.2f}",
+        "ttft_mean_s": "{:.3f}",
+    }
+    title = f"{result.scenario} ({result.days:g} days, seed {result.seed}): points"
+    table = Table(title=title, title_justify="left")
+    table.add_column("Policy", style="bold", no_wrap=True)
+    table.add_column("Weights", no_wrap=True)
+    for k in METRICS:
+        table.add_column(labels[k], justify="right")
+    table.add_column("SLO viol. (%)", justify="right")
+    table.add_column("Front", justify="center")
+    for p in result.points:
+        mark = "★" if p.non_dominated else ("·" if p.non_dominated_in_policy else "")
+        table.add_row(
+            p.policy,
+            weights_label(p.weights),
+            *(_fmt(p.metrics[k], specs[k]) for k in METRICS),
+            _fmt(p.slo_violation_pct, "{:.2f}"),
+            mark,
+        )
+    table.add_row(
+        "reference",
+        "worst observed",
+        *(_fmt(result.reference_point[k], specs[k]) for k in METRICS),
+        "",
+        "",
+        style="dim",
+    )
+    out_console.print(table)
+    hv = Table(
+        title="hypervolume (share of the box up to the reference point)", title_justify="left"
+    )
+    hv.add_column("Policy", style="bold")
+    hv.add_column("Points", justify="right")
+    hv.add_column("On own front", justify="right")
+    hv.add_column("On overall front", justify="right")
+    hv.add_column("Hypervolume", justify="right")
+    hv.add_column("% of all", justify="right")
+    total = result.hypervolume["all"]
+    for name in [*result.policies, "all"]:
+        pts = [p for p in result.points if name in ("all", p.policy)]
+        own = sum(p.non_dominated if name == "all" else p.non_dominated_in_policy for p in pts)
+        hv.add_row(
+            name,
+            str(len(pts)),
+            str(own),
+            str(sum(p.non_dominated for p in pts)),
+            f"{result.hypervolume[name]:.4g}",
+            _fmt(100 * result.hypervolume[name] / total if total > 0 else None, "{:.1f}"),
+        )
+    out_console.print(hv)
+    out_console.print(f"★ on the overall front, · on the policy's own front; {NORMALISATION}.")
+
+
 def main() -> None:
     app()
 

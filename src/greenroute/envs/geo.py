@@ -1,0 +1,173 @@
+"""Single-agent Gymnasium views of the seed-000 hierarchy (parameter-shared agents).
+
+``GeoManager-v0``: one step per (epoch, origin); the shared manager policy picks the
+destination datacenter of that origin's workload batch (Discrete(N), observation 12 + 5N:
+seed 000 Table 3), or with ``obs="scale-free"`` one of K candidate datacenters (observation
+independent of N). Workers follow ``worker`` (``"execute"`` or a saved worker model).
+
+``GeoWorker-v0``: one step per (epoch, datacenter); defer (0) or execute (1) the local
+deferrable work (observation 33: seed 000 Table 4). Managers follow ``manager``
+(``"local"`` or a saved manager model).
+
+The epoch is simulated after the last agent of the epoch has acted; the shared reward of
+seed 000 eq. 1 (see ``geo_core``) is returned on that step and 0 on the others (the agents
+share one policy and one reward; GAE carries the credit back over the epoch's N steps).
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from greenroute.envs.geo_core import GeoCore
+from greenroute.errors import ConfigError
+from greenroute.policies.rl import features as F
+
+OBS_MODES = ("fixed", "scale-free")
+
+
+class _GeoBase(gym.Env):
+    metadata = {"render_modes": []}  # noqa: RUF012 (gymnasium's convention)
+
+    def __init__(
+        self,
+        scenario: str = "geo3",
+        days: float | None = 7.0,
+        data_dir: str | None = None,
+        reward_weights: dict | None = None,
+        seed_pool: int = 8,
+    ) -> None:
+        self.core = GeoCore(scenario, days, data_dir, reward_weights)
+        self.seed_pool = int(seed_pool)  # episodes cycle over this many workload seeds
+        self.options = {"scenario": scenario, "days": days,
+                        "reward_weights": reward_weights or {}}  # fmt: skip
+        self._k = 0
+        self._episode_seed = 0
+        self.last_terms: dict = {}
+
+    def _begin(self, seed: int | None) -> None:
+        if seed is not None:
+            self._episode_seed = int(seed)
+        else:
+            self._episode_seed = int(self.np_random.integers(self.seed_pool))
+        self.core.reset(self._episode_seed)
+        self._k = 0
+
+    def model_meta(self) -> dict:
+        return {"n_datacenters": self.core.n, "regions": list(self.core.sc.regions),
+                **self.options}  # fmt: skip
+
+
+class GeoManagerEnv(_GeoBase):
+    def __init__(self, obs: str = "fixed", worker: str = "execute", k: int = F.SCALE_FREE_K,
+                 **kw) -> None:  # fmt: skip
+        super().__init__(**kw)
+        if obs not in OBS_MODES:
+            raise ConfigError(f"obs must be one of {OBS_MODES}, got {obs!r}")
+        self.obs_mode = obs
+        self.k = int(k)
+        self.options.update({"obs": obs, "worker": worker, "k": self.k})
+        n = self.core.n
+        dim = F.manager_dim(n) if obs == "fixed" else F.scale_free_dim(self.k)
+        self.observation_space = spaces.Box(-F.OBS_CLIP, F.OBS_CLIP, shape=(dim,), dtype=np.float32)
+        self.action_space = spaces.Discrete(n if obs == "fixed" else self.k)
+        self.worker = _worker_controller(worker)
+        self._dest = np.zeros(self.core.n_origins, dtype=np.int64)
+        self._cands = None
+
+    def _obs(self) -> np.ndarray:
+        o = self._k
+        if self._k == 0:
+            self._assigned = np.zeros(self.core.n)
+        if self.obs_mode == "fixed":
+            return F.manager_obs(self.core.obs, o, self._assigned)
+        vec, self._cands = F.scale_free_manager_obs(self.core.obs, o, self.k, self._assigned)
+        return vec
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._begin(seed)
+        return self._obs(), {}
+
+    def step(self, action):
+        a = int(action)
+        o = self._k
+        self._dest[o] = a if self.obs_mode == "fixed" else int(self._cands[a])
+        self._assigned[self._dest[o]] += F.origin_load_slots(self.core.obs, o, self._dest[o])
+        self._k += 1
+        n_o = self.core.n_origins
+        reward = 0.0
+        info = {}
+        if self._k == n_o:  # last manager of the epoch: workers act, the epoch runs
+            hold = self.worker(self.core)
+            out = self.core.step(self._dest.copy(), hold)
+            self.last_terms = out.terms
+            info = {"terms": out.terms, "epoch": out.info}
+            reward = out.reward
+            self._k = 0
+        terminated = self.core.done
+        obs = np.zeros(self.observation_space.shape, np.float32) if terminated else self._obs()
+        return obs, float(reward), terminated, False, info
+
+
+class GeoWorkerEnv(_GeoBase):
+    def __init__(self, manager: str = "local", **kw) -> None:
+        super().__init__(**kw)
+        self.options.update({"manager": manager})
+        self.observation_space = spaces.Box(
+            -F.OBS_CLIP, F.OBS_CLIP, shape=(F.WORKER_DIM,), dtype=np.float32
+        )
+        self.action_space = spaces.Discrete(2)
+        self.manager = _manager_controller(manager)
+        self._hold = np.zeros(self.core.n_origins)
+
+    def _obs(self) -> np.ndarray:
+        j = self._region_of_origin(self._k)
+        return F.worker_obs(self.core.obs, j, self.core.memory)
+
+    def _region_of_origin(self, o: int) -> int:
+        sc = self.core.sc
+        origin = sc.origins[o]
+        return sc.regions.index(origin) if origin in sc.regions else min(o, self.core.n - 1)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._begin(seed)
+        return self._obs(), {}
+
+    def step(self, action):
+        self._hold[self._k] = 0.0 if int(action) == 1 else 1.0  # 0 = defer, 1 = execute
+        self._k += 1
+        reward = 0.0
+        info = {}
+        if self._k == self.core.n_origins:
+            dest = self.manager(self.core)
+            out = self.core.step(dest, self._hold.copy())
+            self.last_terms = out.terms
+            info = {"terms": out.terms, "epoch": out.info}
+            reward = out.reward
+            self._k = 0
+        terminated = self.core.done
+        obs = np.zeros(self.observation_space.shape, np.float32) if terminated else self._obs()
+        return obs, float(reward), terminated, False, info
+
+
+def _worker_controller(spec: str):
+    """'execute' (release everything) or a saved worker model."""
+    if spec in ("execute", None, ""):
+        return lambda core: np.zeros(core.n_origins)
+    from greenroute.policies.rl.geo import load_worker
+
+    worker = load_worker(spec)
+    return worker.holds
+
+
+def _manager_controller(spec: str):
+    """'local' (serve in the origin's region) or a saved manager model."""
+    if spec in ("local", None, ""):
+        return lambda core: core.local_destinations()
+    from greenroute.policies.rl.geo import load_manager
+
+    manager = load_manager(spec)
+    return manager.destinations

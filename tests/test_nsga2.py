@@ -1,0 +1,146 @@
+"""NSGA-II geo policy: valid plans, better than local-only under the cost model, seeded."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pymoo")
+
+import greenroute
+from greenroute.policies.optimize.model import build_cost_model, plan_cost
+from greenroute.policies.optimize.nsga2 import (
+    OBJECTIVES,
+    NSGA2Policy,
+    build_epoch_problem,
+    local_shares,
+)
+from greenroute.policies.registry import geo_policy_names, make_geo_policy
+from greenroute.sim.types import ObjectiveWeights
+
+
+class _Capture:
+    """Records the observations of a local-only run (real demo observations)."""
+
+    name = "capture"
+
+    def __init__(self) -> None:
+        self.inner = make_geo_policy("local-only")
+        self.obs = []
+
+    def reset(self, cluster, seed):
+        self.cluster = cluster
+        self.inner.reset(cluster, seed)
+
+    def plan(self, obs):
+        self.obs.append(obs)
+        return self.inner.plan(obs)
+
+
+@pytest.fixture(scope="module")
+def demo():
+    cap = _Capture()
+    greenroute.run("demo", cap, days=0.1)
+    return cap.cluster, cap.obs
+
+
+def make(cluster, seed=0, **kw) -> NSGA2Policy:
+    p = make_geo_policy("nsga2", **kw)
+    p.reset(cluster, seed)
+    return p
+
+
+def busier(obs, mult=2.5):
+    """The same epoch with more demand, so capacity and queueing matter."""
+    return dataclasses.replace(obs, demand_rps=obs.demand_rps * mult)
+
+
+def test_registered_and_weighted():
+    assert "nsga2" in geo_policy_names()
+    assert NSGA2Policy.uses_weights is True
+
+
+def test_plans_are_valid_and_forbidden_pairs_get_zero(demo):
+    cluster, obs = demo
+    o = obs[3]
+    allowed = o.allowed.copy()
+    allowed[:, 0, 2] = False  # origin 0 may not use region 2
+    allowed[1, 1, 0] = False  # deferrable work of origin 1 may not use region 0
+    o = dataclasses.replace(busier(o), allowed=allowed)
+    plan = make(cluster).plan(o)
+    assert plan.route.shape == o.allowed.shape
+    assert np.allclose(plan.route.sum(axis=2), 1.0)
+    assert (plan.route >= 0).all()
+    assert (plan.route[~allowed] == 0.0).all()
+    assert plan.hold is not None and (plan.hold == 0).all()  # spatial only
+
+
+@pytest.mark.parametrize("mult", [1.0, 2.5])
+def test_chosen_plan_no_worse_than_local_only(demo, mult):
+    cluster, obs = demo
+    local = make_geo_policy("local-only")
+    local.reset(cluster, 0)
+    for o in obs[::2]:
+        o = busier(o, mult)
+        chosen = make(cluster).plan(o).route
+        lo = local.plan(o).route
+        model = build_cost_model(o)
+        ep = build_epoch_problem(o, model, o.weights)
+        _, j = ep.evaluate(np.stack([chosen, lo]))
+        assert j[0] <= j[1] * (1 + 1e-12), (o.epoch, j)
+        # and under the LP's linear cost + convex congestion model too
+        counts = ep.counts[..., None]
+        assert plan_cost(model, chosen * counts) <= plan_cost(model, lo * counts) + 1e-12
+    # when load is high the search finds a strictly better plan than staying local
+    if mult > 1:
+        assert j[0] < 0.95 * j[1]
+
+
+def test_objectives_match_the_cost_model_by_hand(demo):
+    _, obs = demo
+    o = obs[2]
+    model = build_cost_model(o)
+    ep = build_epoch_problem(o, model, o.weights)
+    route = local_shares(o, ep)
+    f, _ = ep.evaluate(route)
+    n = ep.counts  # [C, O]; local-only: origin o -> region o (demo origins are its regions)
+    carbon = sum(n[c, r] * model.carbon_kg[0, c, r] for c in range(2) for r in range(3))
+    assert f[0, 0] == pytest.approx(carbon, rel=1e-12)
+    no_queue = (n[0] * model.ttft_s[0].diagonal()).sum() / n[0].sum()
+    assert f[0, 3] >= no_queue  # queueing adds to network + prefill
+    assert f.shape == (1, len(OBJECTIVES))
+
+
+def test_weights_steer_the_choice(demo):
+    cluster, obs = demo
+    o = busier(obs[4], 2.0)
+    green = make(cluster, weights={"carbon": 1.0, "water": 0, "cost": 0, "latency": 0})
+    fast = make(cluster, weights={"carbon": 0, "water": 0, "cost": 0, "latency": 1.0})
+    ep = build_epoch_problem(o, build_cost_model(o), ObjectiveWeights())
+    f, _ = ep.evaluate(np.stack([green.plan(o).route, fast.plan(o).route]))
+    assert f[0, 0] < f[1, 0]  # carbon
+    assert f[1, 3] < f[0, 3]  # mean TTFT
+
+
+def test_deterministic_by_seed(demo):
+    cluster, obs = demo
+    routes = []
+    for _ in range(2):
+        p = make(cluster, seed=7)
+        routes.append([p.plan(busier(o)).route for o in obs[:3]])
+    for a, b in zip(*routes, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_runs_inside_the_simulator():
+    res = greenroute.run("demo", "nsga2", days=0.05)
+    for k in ("carbon_kg", "water_m3", "cost_usd", "ttft_mean_s"):
+        assert math.isfinite(res.metrics[k]) and res.metrics[k] > 0
+    s = res.extras["policy_summary"]
+    assert {"generations_mean", "front_size_mean", "plan_ms_mean"} <= set(s)
+    assert 1 <= s["generations_mean"] <= 25 and s["front_size_mean"] >= 1
+    again = greenroute.run("demo", "nsga2", days=0.05)
+    assert again.metrics["carbon_kg"] == res.metrics["carbon_kg"]
