@@ -592,6 +592,81 @@ def _print_pareto(result) -> None:
     out_console.print(f"★ on the overall front, · on the policy's own front; {NORMALISATION}.")
 
 
+@app.command()
+@user_errors
+def train(
+    env: Annotated[str, typer.Option(help="greenroute/LoadBalancing-v0, GeoManager-v0, ...")],
+    algo: Annotated[str, typer.Option(help="ppo | a2c | dqn | sac")] = "ppo",
+    steps: Annotated[int, typer.Option(help="training timesteps")] = 20_000,
+    seed: SeedOpt = 0,
+    out: Annotated[Path, typer.Option(help="model file (.zip)")] = Path("model.zip"),
+    env_option: Annotated[
+        list[str] | None, typer.Option(help="environment option KEY=VALUE (repeatable)")
+    ] = None,
+    hp: Annotated[
+        list[str] | None, typer.Option(help="hyperparameter override KEY=VALUE (repeatable)")
+    ] = None,
+    tb_log: Annotated[Path | None, typer.Option(help="TensorBoard log directory")] = None,
+) -> None:
+    """Train an RL agent (stable-baselines3) on a greenroute environment; save it."""
+    try:
+        from greenroute.policies.rl.train import parse_overrides
+        from greenroute.policies.rl.train import train as _train
+    except ImportError as exc:  # pragma: no cover - extra not installed
+        raise ConfigError(f"training needs the [rl] extra: {exc}") from None
+    progress = Progress(
+        TextColumn(f"{algo} on {env}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} steps"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task("train", total=steps)
+        meta = _train(
+            env,
+            algo,
+            steps,
+            seed,
+            out,
+            env_options=parse_overrides(env_option),
+            hyperparameters=parse_overrides(hp),
+            tensorboard_log=tb_log,
+            progress=lambda done, total: progress.update(task, completed=done),
+        )
+    out_console.print(
+        f"saved {out}: {algo} on {env}, {steps:,} steps, seed {seed}, {meta['wall_s']:.0f} s"
+    )
+
+
+@app.command()
+@user_errors
+def record(
+    policy: Annotated[str, typer.Option("--policy", "-p", help="geo policy (or rl:PATH)")],
+    scenario: ScenarioOpt = "geo3",
+    out: Annotated[Path, typer.Option(help="trajectory file (.parquet)")] = Path("traj.parquet"),
+    days: DaysOpt = None,
+    seed: SeedOpt = 0,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Record (observation, action, reward) trajectories of a geo policy (for distillation)."""
+    from greenroute.policies.rl.record import record as _record
+    from greenroute.policies.rl.record import save_trajectories
+
+    if out.suffix != ".parquet":
+        raise ConfigError(f"--out must end with .parquet, got {out}")
+    bar = _Bar(f"record {policy}")
+    try:
+        ddir = None if data_dir is None else str(data_dir)
+        frame = _record(policy, scenario, days=days, seed=seed, data_dir=ddir, progress=bar)
+    finally:
+        bar.close()
+    save_trajectories(frame, out)
+    out_console.print(f"saved {len(frame):,} rows ({frame['epoch'].nunique()} epochs) to {out}")
+
+
 def main() -> None:
     app()
 

@@ -125,7 +125,11 @@ class GeoCore:
         return Plan(route=route, hold=np.clip(np.asarray(hold, dtype=float), 0.0, 1.0))
 
     def step(self, dest: np.ndarray, hold: np.ndarray) -> EpochOutcome:
-        plan = self.sim.validated(self.obs, self.plan_from_actions(dest, hold))
+        return self.step_plan(self.plan_from_actions(dest, hold))
+
+    def step_plan(self, plan: Plan) -> EpochOutcome:
+        """Apply any plan (validated first) and score the epoch."""
+        plan = self.sim.validated(self.obs, plan)
         info = self.sim.advance(plan, self.obs)
         pe = self.per_epoch
         terms = {
