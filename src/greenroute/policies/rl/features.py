@@ -47,7 +47,7 @@ def scale_free_dim(k: int = SCALE_FREE_K) -> int:
 def time_features(obs: Observation) -> np.ndarray:
     t = obs.time_utc
     hour = (t.hour + t.minute / 60.0) / 24.0
-    day = (t.dayofyear - 1) / 365.25
+    day = (t.day_of_year - 1) / 365.25
     return np.array([np.sin(2 * np.pi * hour), np.cos(2 * np.pi * hour),
                      np.sin(2 * np.pi * day), np.cos(2 * np.pi * day)])  # fmt: skip
 
