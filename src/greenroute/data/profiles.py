@@ -48,6 +48,7 @@ from greenroute.data.signals import (
     load_price,
     load_regions_index,
     load_weather,
+    price_correction,
     to_utc_timestamp,
 )
 from greenroute.errors import ConfigError, DataFormatError, UnknownNameError
@@ -303,6 +304,7 @@ def profile_source_series(
     ci = load_carbon_intensity(paths["ci"])
     tz = str(row["timezone"]).strip()
     price = load_price(paths["price"], local_tz=tz, include_filled=False)
+    price = price * price_correction(region)
     weather = load_weather(paths["weather"])
     dropped_years = [y for (r, y) in DUPLICATED_PRICE_YEARS if r == region]
     price = price[~np.isin(price.index.year, dropped_years)]

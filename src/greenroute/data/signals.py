@@ -546,6 +546,20 @@ def _cut(path: Path, frame: pd.DataFrame | pd.Series, window: pd.DatetimeIndex) 
     return part
 
 
+# The AU-NSW and AU-VIC "USD/MWh" files are in Australian dollars: their quarterly means match
+# AEMO's published A$ quarterly averages (e.g. NSW Q2 2023: 137.1 in the file vs A$137 AEMO;
+# VIC Q3 2023: 48.4 vs A$49), i.e. the fixed FX conversion PROVENANCE.md describes was not
+# applied upstream. We convert them with the same fixed rate sustain-cluster used (AUD 0.63056,
+# oanda.com 2025-03-27). Reported in the project notes; remove once fixed upstream.
+AUD_TO_USD = 0.63056
+PRICE_CURRENCY_CORRECTION: dict[str, float] = {"AU-NSW": AUD_TO_USD, "AU-VIC": AUD_TO_USD}
+
+
+def price_correction(region: str) -> float:
+    """Multiplier that turns a region's price file into USD (1.0 when it already is)."""
+    return PRICE_CURRENCY_CORRECTION.get(region, 1.0)
+
+
 def load_region_signals(
     data_dir: str | Path | None, region: str, start: Any, end: Any
 ) -> pd.DataFrame:
@@ -579,7 +593,7 @@ def load_region_signals(
         )
 
     ci = _cut(ci_path, load_carbon_intensity(ci_path), window)
-    price = _cut(price_path, load_price(price_path, local_tz=tz), window)
+    price = _cut(price_path, load_price(price_path, local_tz=tz), window) * price_correction(region)
     weather = _cut(weather_path, load_weather(weather_path), window)
     out = pd.DataFrame(
         {

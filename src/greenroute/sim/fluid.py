@@ -225,11 +225,18 @@ class FluidBackend:
         no_cap = reg_eff <= 0
         if no_cap.any():
             self.dropped["power_cap"] += float(per_region[:, no_cap, :].sum())
-        n_gcm = per_region[:, gr, :].transpose(1, 0, 2) * share[:, None, None]  # [G, C, M]
-        bad = ~self.type_ok[:, None, :] & (n_gcm > 0)
-        if bad.any():
-            self.dropped["no_server_for_model"] += float(n_gcm[bad].sum())
-            n_gcm = np.where(bad, 0.0, n_gcm)
+        # per-model split over the groups that can host the model
+        eff_gm = eff_slots[:, None] * self.type_ok  # [G, M]
+        reg_gm = np.stack(
+            [np.bincount(gr, weights=eff_gm[:, m], minlength=self.n_r) for m in range(self.n_m)],
+            axis=1,
+        )  # [R, M]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share_gm = np.where(reg_gm[gr] > 0, eff_gm / reg_gm[gr], 0.0)  # [G, M]
+        lost = (reg_gm <= 0) & ~no_cap[:, None]
+        if lost.any():
+            self.dropped["no_server_for_model"] += float((per_region * lost[None]).sum())
+        n_gcm = per_region[:, gr, :].transpose(1, 0, 2) * share_gm[:, None, :]  # [G, C, M]
         n_req = n_gcm.sum(axis=(1, 2))
         c_eff = np.maximum(c_eff, 1.0)
         cap_rate = self.g_servers * c_eff * (share > 0)  # busy slots the group can hold
@@ -282,7 +289,7 @@ class FluidBackend:
         # per-minute rate noise: average the M/G/c wait over Gauss–Hermite nodes of the minute's
         # lognormal rate multiplier (the wait is convex in load), weighting nodes by arrivals.
         # Independent origins mixing into one group shrink the noise: sigma sqrt(sum f_o^2).
-        n_go = flows.sum(axis=(0, 3))[:, gr].T * share[:, None]  # [G, O]
+        n_go = (flows.sum(axis=0)[:, gr, :] * share_gm[None]).sum(axis=2).T  # [G, O]
         tot = n_go.sum(axis=1, keepdims=True)
         with np.errstate(divide="ignore", invalid="ignore"):
             f = np.where(tot > 0, n_go / tot, 0.0)
@@ -303,7 +310,7 @@ class FluidBackend:
         )
         self.deferrable_late += float(late.sum())
         # TTFT components per (origin, group, model) for interactive flows
-        n_int = flows[CLASS_INTERACTIVE][:, gr, :].transpose(1, 0, 2) * share[:, None, None]
+        n_int = flows[CLASS_INTERACTIVE][:, gr, :].transpose(1, 0, 2) * share_gm[:, None, :]
         n_int = np.where(self.type_ok[:, None, :], n_int, 0.0)  # [G, O, M]
         gg, oo, mm = np.nonzero(n_int > 0)
         if gg.size:
