@@ -339,11 +339,6 @@ def test_marlin8_runs(with_data, data_dir, monkeypatch):
     assert m["infra_energy_kwh"] == pytest.approx(0.13 * m["it_energy_kwh"], rel=1e-9)
 
 
-@pytest.mark.xfail(
-    reason="fluid engine splits a region's requests over hardware groups by slots, whatever the "
-    "model; groups that cannot host a model drop its requests (sim/fluid.py)",
-    strict=False,
-)
 def test_marlin8_serves_both_models_without_drops(data_dir):
     res = greenroute.run("marlin8", "local-only", seed=0, days=0.25, data_dir=data_dir)
     assert res.metrics["dropped_no_server_for_model"] == 0
