@@ -43,7 +43,7 @@ def test_shared_reward_is_seed_000_eq_1():
     env.reset(seed=3)
     total_steps = 0
     while True:
-        _, r, term, _, info = env.step(0)
+        _, r, _term, _, info = env.step(0)
         total_steps += 1
         if "terms" in info:
             t = info["terms"]
