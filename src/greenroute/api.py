@@ -71,7 +71,10 @@ def _policy(policy: str | GeoPolicy, options: dict | None) -> GeoPolicy:
     from greenroute.policies.registry import make_geo_policy
 
     if isinstance(policy, str):
-        return make_geo_policy(policy, **(options or {}))
+        try:
+            return make_geo_policy(policy, **(options or {}))
+        except TypeError as exc:  # an option the policy does not take
+            raise ConfigError(f"bad option for policy {policy!r}: {exc}") from None
     return policy
 
 

@@ -138,6 +138,22 @@ class _Bar:
             self.progress = None
 
 
+def _options(items: list[str] | None) -> dict | None:
+    """``KEY=VALUE`` pairs, values parsed as JSON when possible."""
+    if not items:
+        return None
+    out: dict = {}
+    for item in items:
+        key, sep, val = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"bad --policy-opt {item!r}: expected KEY=VALUE")
+        try:
+            out[key.strip()] = json.loads(val)
+        except json.JSONDecodeError:
+            out[key.strip()] = val
+    return out
+
+
 def _short(v) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
@@ -204,6 +220,10 @@ def run(
     forecast: ForecastOpt = "perfect",
     forecast_error: ForecastErrOpt = 0.0,
     record_requests: Annotated[bool, typer.Option(help="also write requests.parquet")] = False,
+    policy_opt: Annotated[
+        list[str] | None,
+        typer.Option(help="policy option KEY=VALUE, e.g. horizon=96 for lp-mpc (repeatable)"),
+    ] = None,
 ) -> None:
     """Simulate one geo policy on a scenario."""
     from greenroute import api
@@ -229,6 +249,7 @@ def run(
                 forecast=forecast,
                 forecast_error=forecast_error,
                 record_requests=record_requests,
+                policy_options=_options(policy_opt),
                 progress=bar,
             )
     finally:
