@@ -27,7 +27,7 @@ import numpy as np
 
 from greenroute.sim.types import ClusterInfo, Observation, Plan
 
-REWARD_WEIGHTS = {"thru": 1.0, "carbon": 1.0, "sla": 0.1, "age": 0.05}  # seed 000 gives no values
+REWARD_WEIGHTS = {"thru": 1.0, "carbon": 1.0, "sla": 0.3, "age": 0.05}  # seed 000 gives no values
 
 
 class _EnvDriven:
