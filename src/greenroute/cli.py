@@ -139,19 +139,10 @@ class _Bar:
 
 
 def _options(items: list[str] | None) -> dict | None:
-    """``KEY=VALUE`` pairs, values parsed as JSON when possible."""
-    if not items:
-        return None
-    out: dict = {}
-    for item in items:
-        key, sep, val = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"bad --policy-opt {item!r}: expected KEY=VALUE")
-        try:
-            out[key.strip()] = json.loads(val)
-        except json.JSONDecodeError:
-            out[key.strip()] = val
-    return out
+    """``--policy-opt KEY=VALUE`` pairs, values parsed as JSON when possible."""
+    from greenroute.errors import parse_key_values
+
+    return parse_key_values(items, "--policy-opt") or None
 
 
 def _short(v) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,16 +13,9 @@ from greenroute.errors import ConfigError, UnknownNameError
 
 def parse_overrides(items: list[str] | None) -> dict:
     """``key=value`` pairs; values parsed as JSON when possible (numbers, lists, bools)."""
-    out: dict = {}
-    for item in items or []:
-        key, sep, val = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"bad option {item!r}: expected KEY=VALUE")
-        try:
-            out[key.strip()] = json.loads(val)
-        except json.JSONDecodeError:
-            out[key.strip()] = val
-    return out
+    from greenroute.errors import parse_key_values
+
+    return parse_key_values(items, "--env-option/--hp")
 
 
 def make_env(env_id: str, env_options: dict | None = None):
