@@ -57,6 +57,7 @@ def solve_horizon_lp(
     slack_s: tuple[float, float],
     *,
     terminal: str = "cost",  # "cost": pooled work left costs its cheapest average; "zero-pool"
+    steps: int | None = None,  # plan only this many steps (the run's end), default: horizon
 ) -> LPSolution:
     """Build and solve the horizon LP. Returns per-step request counts.
 
@@ -64,7 +65,7 @@ def solve_horizon_lp(
     dispatched, ``pool[h, o]`` held after step h, ``busy[h, r]`` busy slots.
     """
     t_start = time.perf_counter()
-    h1 = model.horizon + 1
+    h1 = model.horizon + 1 if steps is None else max(1, min(model.horizon + 1, int(steps)))
     _, n_o, n_r = model.pair_ok.shape
     dt = obs.epoch_s
     dem = np.maximum(obs.demand_rps[:h1], 0.0) * dt  # [H+1, C, O] expected counts
@@ -366,7 +367,14 @@ class LPMPC(_LPBase):
     def plan(self, obs: Observation) -> Plan:
         t0 = time.perf_counter()
         model = build_cost_model(obs, self.weights, self.max_util)
-        sol = solve_horizon_lp(obs, model, self.slack, terminal="cost")
+        # the evaluation window is part of the scenario: when it ends within the horizon, plan
+        # to its end and leave nothing held (like the oracle), instead of passing work on to
+        # epochs that will never be simulated
+        left = self.cluster.n_epochs - obs.epoch
+        if left <= model.horizon + 1:
+            sol = solve_horizon_lp(obs, model, self.slack, terminal="zero-pool", steps=left)
+        else:
+            sol = solve_horizon_lp(obs, model, self.slack, terminal="cost")
         plan = plan_from_solution(obs, model, sol, 0)
         plan.rationale = _rationale(obs, sol, 0)
         self.solve_times.append(time.perf_counter() - t0)  # the whole plan() call
