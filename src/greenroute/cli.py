@@ -335,46 +335,63 @@ def compare(
         )
 
 
+class _TwoLevelBar:
+    """Runs (outer) and epochs of the current run (inner) on stderr, shown only once the work
+    has taken more than a second."""
+
+    def __init__(self, outer_label: str) -> None:
+        self.outer_label = outer_label
+        self.t0 = time.perf_counter()
+        self.progress: Progress | None = None
+        self.outer_done, self.outer_total = 0, 1
+
+    def _ensure(self) -> bool:
+        if self.progress is None and time.perf_counter() - self.t0 > 1.0:
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total}"),
+                TimeElapsedColumn(),
+                console=err_console,
+                transient=True,
+            )
+            self.progress.start()
+            self.task = self.progress.add_task(self.outer_label, total=self.outer_total)
+            self.sub = self.progress.add_task("epochs", total=1)
+        return self.progress is not None
+
+    def outer(self, done: int, total: int) -> None:
+        self.outer_done, self.outer_total = done, total
+        if self._ensure():
+            self.progress.update(self.task, completed=done, total=total)
+
+    def inner(self, done: int, total: int, label: str) -> None:
+        if self._ensure():
+            self.progress.update(self.sub, completed=done, total=total, description=label)
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
 def _compare_with_progress(scenario, names, **kwargs):
     from greenroute import api
 
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    )
-    t0 = time.perf_counter()
-    state = {"started": False, "task": None, "sub": None}
-
-    def ensure():
-        if not state["started"] and time.perf_counter() - t0 > 1.0:
-            progress.start()
-            state["task"] = progress.add_task("policies", total=len(names))
-            state["sub"] = progress.add_task("epochs", total=1)
-            state["started"] = True
-
+    bar = _TwoLevelBar("policies")
     done = {"n": 0}
 
     def on_epoch(i, total):
-        ensure()
-        if state["started"]:
-            progress.update(state["sub"], completed=i, total=total,
-                            description=f"  {names[min(done['n'], len(names) - 1)]}")  # fmt: skip
+        bar.inner(i, total, f"  {names[min(done['n'], len(names) - 1)]}")
 
     def on_result(res):
         done["n"] += 1
-        ensure()
-        if state["started"]:
-            progress.update(state["task"], completed=done["n"])
+        bar.outer(done["n"], len(names))
 
+    bar.outer(0, len(names))
     try:
         return api.compare(scenario, names, on_result=on_result, progress=on_epoch, **kwargs)
     finally:
-        if state["started"]:
-            progress.stop()
+        bar.stop()
 
 
 @app.command()
@@ -500,42 +517,22 @@ def pareto(
 def _pareto_with_progress(scenario, names, n_weights, **kwargs):
     from greenroute.bench.pareto import pareto_sweep, weights_label
 
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    )
-    t0 = time.perf_counter()
-    state = {"started": False, "task": None, "sub": None, "label": "", "done": 0, "total": 1}
-
-    def ensure():
-        if not state["started"] and time.perf_counter() - t0 > 1.0:
-            progress.start()
-            state["task"] = progress.add_task("runs", total=state["total"])
-            state["sub"] = progress.add_task("epochs", total=1)
-            state["started"] = True
-        if state["started"]:
-            progress.update(state["task"], completed=state["done"], total=state["total"])
+    bar = _TwoLevelBar("runs")
+    label = {"text": ""}
 
     def on_start(name, w, i, total):
-        state.update(done=i, total=total, label=f"  {name} {weights_label(w)}")
-        ensure()
+        label["text"] = f"  {name} {weights_label(w)}"
+        bar.outer(i, total)
 
     def on_epoch(i, total):
-        ensure()
-        if state["started"]:
-            progress.update(state["sub"], completed=i, total=total, description=state["label"])
+        bar.inner(i, total, label["text"])
 
     try:
         return pareto_sweep(
             scenario, names, n_weights, on_start=on_start, progress=on_epoch, **kwargs
         )
     finally:
-        if state["started"]:
-            progress.stop()
+        bar.stop()
 
 
 def _print_pareto(result) -> None:

@@ -68,6 +68,7 @@ import pandas as pd
 from scipy import signal as sp_signal
 
 from greenroute.catalog.regions import Region
+from greenroute.data.signals import AUD_TO_USD, HOURLY_COLUMNS, KWH_PER_MWH
 from greenroute.errors import UnknownNameError
 
 __all__ = [
@@ -86,21 +87,11 @@ __all__ = [
     "hourly_weather",
 ]
 
-HOURLY_COLUMNS = (  # same order as greenroute.sim.signals.HOURLY_COLUMNS
-    "carbon_intensity_g_per_kwh",
-    "price_usd_per_kwh",
-    "temp_c",
-    "rh_pct",
-    "low_carbon_pct",
-    "renewable_pct",
-)
 
-# Fixed AUD->USD rate SustainCluster used for all its standardized prices (oanda.com,
-# 2025-03-27; shared/data/PROVENANCE.md §2). Used for the AUD figures below so that they sit
-# on the same footing as the project's other prices.
-AUD_TO_USD = 0.63056
+# AUD figures below are converted with the fixed rate SustainCluster used for all its
+# standardized prices (data/signals.AUD_TO_USD) so that they sit on the same footing as the
+# project's other prices.
 GST_FACTOR = 1.10  # Australian GST is 10 %; tariffs quoted "inc. GST" are divided by this
-KWH_PER_MWH = 1000.0
 CENTS_PER_DOLLAR = 100.0
 
 # Diurnal temperature shape: mean minimum around sunrise, mean maximum mid-afternoon (local
@@ -607,7 +598,7 @@ def hourly_signals(
     key: str, start_utc: pd.Timestamp, hours: int, seed: int, *, anomaly: bool = True
 ) -> pd.DataFrame:
     """Hourly signals of an Australian normals region with the columns of
-    :data:`greenroute.sim.signals.HOURLY_COLUMNS` on a tz-aware UTC hourly index of exactly
+    :data:`greenroute.data.signals.HOURLY_COLUMNS` on a tz-aware UTC hourly index of exactly
     ``hours`` rows (the :data:`~greenroute.sim.signals.SIGNAL_SOURCES` contract)."""
     city, g = _city(key), GRID_FIGURES[key]
     index = _utc_index(start_utc, hours)

@@ -57,11 +57,23 @@ SIGNAL_COLUMNS: tuple[str, ...] = (
     "temp_c",
     "rh_pct",
 )
+# the columns the simulator needs from every hourly signal source (real files, the embedded
+# generator, regions built from published normals)
+HOURLY_COLUMNS: tuple[str, ...] = (
+    "carbon_intensity_g_per_kwh",
+    "price_usd_per_kwh",
+    "temp_c",
+    "rh_pct",
+    "low_carbon_pct",
+    "renewable_pct",
+)
 
 # Fixed EUR->USD rate SustainCluster used for all its standardized prices (oanda.com,
 # 2025-03-27; PROVENANCE.md §2 "How SustainCluster built these files"). Applied to the GB file
 # so that GB prices are on the same footing as the 21 standardized files.
 EUR_TO_USD = 1.07764
+# The same source's fixed AUD->USD rate (oanda.com, 2025-03-27; PROVENANCE.md §2).
+AUD_TO_USD = 0.63056
 
 # Unit conversion: prices are published per MWh, the simulator works per kWh.
 KWH_PER_MWH = 1000.0
@@ -549,9 +561,8 @@ def _cut(path: Path, frame: pd.DataFrame | pd.Series, window: pd.DatetimeIndex) 
 # The AU-NSW and AU-VIC "USD/MWh" files are in Australian dollars: their quarterly means match
 # AEMO's published A$ quarterly averages (e.g. NSW Q2 2023: 137.1 in the file vs A$137 AEMO;
 # VIC Q3 2023: 48.4 vs A$49), i.e. the fixed FX conversion PROVENANCE.md describes was not
-# applied upstream. We convert them with the same fixed rate sustain-cluster used (AUD 0.63056,
-# oanda.com 2025-03-27). Reported in the project notes; remove once fixed upstream.
-AUD_TO_USD = 0.63056
+# applied upstream. We convert them with the same fixed rate sustain-cluster used
+# (AUD_TO_USD above). Reported in the project notes; remove once fixed upstream.
 PRICE_CURRENCY_CORRECTION: dict[str, float] = {"AU-NSW": AUD_TO_USD, "AU-VIC": AUD_TO_USD}
 
 

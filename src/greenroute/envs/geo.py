@@ -54,6 +54,22 @@ class _GeoBase(gym.Env):
         self.core.reset(self._episode_seed)
         self._k = 0
 
+    def _after_agent(self, actions) -> tuple:
+        """Gymnasium step result after one agent acted; once every origin's agent has acted,
+        ``actions()`` gives (destinations, holds), the epoch runs and its shared reward is paid."""
+        reward = 0.0
+        info: dict = {}
+        if self._k == self.core.n_origins:
+            dest, hold = actions()
+            out = self.core.step(dest, hold)
+            self.last_terms = out.terms
+            info = {"terms": out.terms, "epoch": out.info}
+            reward = out.reward
+            self._k = 0
+        terminated = self.core.done
+        obs = np.zeros(self.observation_space.shape, np.float32) if terminated else self._obs()
+        return obs, float(reward), terminated, False, info
+
     def model_meta(self) -> dict:
         return {"n_datacenters": self.core.n, "regions": list(self.core.sc.regions),
                 **self.options}  # fmt: skip
@@ -96,19 +112,8 @@ class GeoManagerEnv(_GeoBase):
         self._dest[o] = a if self.obs_mode == "fixed" else int(self._cands[a])
         self._assigned[self._dest[o]] += F.origin_load_slots(self.core.obs, o, self._dest[o])
         self._k += 1
-        n_o = self.core.n_origins
-        reward = 0.0
-        info = {}
-        if self._k == n_o:  # last manager of the epoch: workers act, the epoch runs
-            hold = self.worker(self.core)
-            out = self.core.step(self._dest.copy(), hold)
-            self.last_terms = out.terms
-            info = {"terms": out.terms, "epoch": out.info}
-            reward = out.reward
-            self._k = 0
-        terminated = self.core.done
-        obs = np.zeros(self.observation_space.shape, np.float32) if terminated else self._obs()
-        return obs, float(reward), terminated, False, info
+        # last manager of the epoch: the workers act and the epoch runs
+        return self._after_agent(lambda: (self._dest.copy(), self.worker(self.core)))
 
 
 class GeoWorkerEnv(_GeoBase):
@@ -123,13 +128,8 @@ class GeoWorkerEnv(_GeoBase):
         self._hold = np.zeros(self.core.n_origins)
 
     def _obs(self) -> np.ndarray:
-        j = self._region_of_origin(self._k)
+        j = F.worker_region(self.core.obs, self._k)
         return F.worker_obs(self.core.obs, j, self.core.memory)
-
-    def _region_of_origin(self, o: int) -> int:
-        sc = self.core.sc
-        origin = sc.origins[o]
-        return sc.regions.index(origin) if origin in sc.regions else min(o, self.core.n - 1)
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -139,18 +139,7 @@ class GeoWorkerEnv(_GeoBase):
     def step(self, action):
         self._hold[self._k] = 0.0 if int(action) == 1 else 1.0  # 0 = defer, 1 = execute
         self._k += 1
-        reward = 0.0
-        info = {}
-        if self._k == self.core.n_origins:
-            dest = self.manager(self.core)
-            out = self.core.step(dest, self._hold.copy())
-            self.last_terms = out.terms
-            info = {"terms": out.terms, "epoch": out.info}
-            reward = out.reward
-            self._k = 0
-        terminated = self.core.done
-        obs = np.zeros(self.observation_space.shape, np.float32) if terminated else self._obs()
-        return obs, float(reward), terminated, False, info
+        return self._after_agent(lambda: (self.manager(self.core), self._hold.copy()))
 
 
 def _worker_controller(spec: str):

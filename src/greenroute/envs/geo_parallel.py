@@ -47,7 +47,7 @@ class GeoParallelEnv(ParallelEnv):
         out = {}
         for o, origin in enumerate(self.core.sc.origins):
             out[f"manager_{origin}"] = F.manager_obs(obs, o)
-            j = obs.regions.index(origin) if origin in obs.regions else min(o, self._n - 1)
+            j = F.worker_region(obs, o)
             out[f"worker_{origin}"] = F.worker_obs(obs, j, self.core.memory)
         return out
 

@@ -9,14 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-HOURLY_COLUMNS = (
-    "carbon_intensity_g_per_kwh",
-    "price_usd_per_kwh",
-    "temp_c",
-    "rh_pct",
-    "low_carbon_pct",
-    "renewable_pct",
-)
+from greenroute.data.signals import HOURLY_COLUMNS
 
 
 @dataclass

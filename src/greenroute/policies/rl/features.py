@@ -145,6 +145,13 @@ class TrendMemory:
         return np.asarray(vals[-TREND_PAST:], dtype=float)
 
 
+def worker_region(obs: Observation, o: int) -> int:
+    """The datacenter whose worker serves origin ``o``: the region with the origin's key, else
+    the region with the same index (capped)."""
+    origin = obs.origins[o]
+    return obs.regions.index(origin) if origin in obs.regions else min(o, obs.n_regions - 1)
+
+
 def worker_obs(obs: Observation, j: int, memory: TrendMemory | None = None) -> np.ndarray:
     """Worker at datacenter ``j`` (the origin with the same key), Table 4: 33 features."""
     o = (

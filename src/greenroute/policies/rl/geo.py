@@ -78,8 +78,8 @@ class Worker:
 
     def hold_for(self, obs: Observation, memory) -> np.ndarray:
         hold = np.zeros(obs.n_origins)
-        for o, origin in enumerate(obs.origins):
-            j = obs.regions.index(origin) if origin in obs.regions else min(o, obs.n_regions - 1)
+        for o in range(obs.n_origins):
+            j = F.worker_region(obs, o)
             a, _ = self.model.predict(F.worker_obs(obs, j, memory), deterministic=True)
             hold[o] = 0.0 if int(a) == 1 else 1.0
         return hold

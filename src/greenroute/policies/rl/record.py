@@ -57,7 +57,7 @@ def record(
                 "route": plan.route[0, o].tolist(), "hold": float(hold[o]),
             })  # fmt: skip
             assigned[dest] += F.origin_load_slots(obs, o, dest)
-            j = obs.regions.index(origin) if origin in obs.regions else min(o, obs.n_regions - 1)
+            j = F.worker_region(obs, o)
             wrk_rows.append({
                 "agent": f"worker_{origin}", "role": "worker",
                 "obs": F.worker_obs(obs, j, core.memory).tolist(),
