@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 import pytest
@@ -11,7 +10,9 @@ import pytest
 pytest.importorskip("pymoo")
 
 import greenroute
-from greenroute.policies.optimize.model import build_cost_model, plan_cost
+from greenroute.core.types import ObjectiveWeights
+from greenroute.policies.optimize.lp import solve_horizon_lp
+from greenroute.policies.optimize.model import build_cost_model, congestion_cost
 from greenroute.policies.optimize.nsga2 import (
     OBJECTIVES,
     NSGA2Policy,
@@ -19,7 +20,6 @@ from greenroute.policies.optimize.nsga2 import (
     local_shares,
 )
 from greenroute.policies.registry import geo_policy_names, make_geo_policy
-from greenroute.sim.types import ObjectiveWeights
 
 
 class _Capture:
@@ -78,25 +78,52 @@ def test_plans_are_valid_and_forbidden_pairs_get_zero(demo):
     assert plan.hold is not None and (plan.hold == 0).all()  # spatial only
 
 
+def _lp_optimum(o):
+    """The epoch's LP optimum: ``solve_horizon_lp`` for this epoch alone, releasing every
+    pending deferrable request (as NSGA-II does) and with no utilisation cap, so that its
+    optimum is a lower bound of the LP-model cost of any routing of the epoch's requests."""
+    model = build_cost_model(o, max_util=UNCAPPED)
+    sol = solve_horizon_lp(o, model, (0.0, 0.0), terminal="zero-pool", steps=1)
+    x = np.stack([sol.xi[0], sol.xd[0]])  # [C, O, R] requests
+    route = x / np.maximum(x.sum(axis=-1, keepdims=True), 1e-300)
+    return model, sol.objective, route
+
+
+def _lp_model_cost(model, ep, route) -> float:
+    """The LP's objective for a routing: per-request costs + convex congestion of the busy
+    slots, the carried backlog included (what ``solve_horizon_lp`` minimises at one step)."""
+    x = route * ep.counts[..., None]
+    busy = ep.base_busy + (x.sum(axis=1) * ep.slot_s).sum(axis=0) / ep.epoch_s
+    return float((model.unit[0] * x).sum() + congestion_cost(model, busy).sum())
+
+
+UNCAPPED = 100.0  # max_util for the reference LP: no capacity row binds
+# Gap of NSGA-II's plan to the LP optimum under the LP's (convexified) cost model. NSGA-II
+# optimises J on the simulator's own (non-convex) waiting curve, so it need not reach the
+# LP optimum; measured on these 10 epochs: 0 at demo load, at most 5.9 % at 2.5x demand.
+LP_GAP_MAX = {1.0: 1e-9, 2.5: 0.07}
+
+
 @pytest.mark.parametrize("mult", [1.0, 2.5])
-def test_chosen_plan_no_worse_than_local_only(demo, mult):
+def test_gap_to_the_per_epoch_lp_optimum(demo, mult):
     cluster, obs = demo
     local = make_geo_policy("local-only")
     local.reset(cluster, 0)
-    for o in obs[::2]:
+    for o in obs:  # every epoch
         o = busier(o, mult)
         chosen = make(cluster).plan(o).route
-        lo = local.plan(o).route
-        model = build_cost_model(o)
+        model, best, lp_route = _lp_optimum(o)
         ep = build_epoch_problem(o, model, o.weights)
-        _, j = ep.evaluate(np.stack([chosen, lo]))
-        assert j[0] <= j[1] * (1 + 1e-12), (o.epoch, j)
-        # and under the LP's linear cost + convex congestion model too
-        counts = ep.counts[..., None]
-        assert plan_cost(model, chosen * counts) <= plan_cost(model, lo * counts) + 1e-12
+        # the LP's optimum is the LP-model cost of its own plan (the reference is consistent)
+        assert _lp_model_cost(model, ep, lp_route) == pytest.approx(best, rel=1e-6)
+        gap = _lp_model_cost(model, ep, chosen) / best - 1.0
+        assert -1e-6 <= gap <= LP_GAP_MAX[mult], (o.epoch, gap)
+        # under its own objective J, NSGA-II's plan is at least as good as the LP's plan
+        _, j = ep.evaluate(np.stack([chosen, lp_route, local.plan(o).route]))
+        assert j[0] <= j[1] * (1 + 1e-9), (o.epoch, j)
     # when load is high the search finds a strictly better plan than staying local
     if mult > 1:
-        assert j[0] < 0.95 * j[1]
+        assert j[0] < 0.95 * j[2]
 
 
 def test_objectives_match_the_cost_model_by_hand(demo):
@@ -137,8 +164,11 @@ def test_deterministic_by_seed(demo):
 
 def test_runs_inside_the_simulator():
     res = greenroute.run("demo", "nsga2", days=0.05)
-    for k in ("carbon_kg", "water_m3", "cost_usd", "ttft_mean_s"):
-        assert math.isfinite(res.metrics[k]) and res.metrics[k] > 0
+    # an independent optimiser on the same window: the oracle (one LP over the whole window,
+    # perfect foresight). Spatial-only NSGA-II reaches its simulated J within 1 % (measured
+    # 0.9527 vs 0.9531), far from local-only's (1.156).
+    oracle = greenroute.run("demo", "oracle", days=0.05).metrics["objective"]
+    assert res.metrics["objective"] == pytest.approx(oracle, rel=0.01)
     s = res.extras["policy_summary"]
     assert {"generations_mean", "front_size_mean", "plan_ms_mean"} <= set(s)
     assert 1 <= s["generations_mean"] <= 25 and s["front_size_mean"] >= 1
