@@ -1,4 +1,13 @@
-"""Shared fixtures. Real data is read from ``$GREENROUTE_DATA_DIR`` or ``../shared/data``."""
+"""Shared fixtures. Real data is read from ``$GREENROUTE_DATA_DIR`` or ``../shared/data``.
+
+Rules (issue 7):
+- a test reads real data only through the ``data_dir`` fixture, and a test that requests it
+  carries the ``realdata`` marker (and only those do): checked before each test runs;
+- without the data, ``realdata`` tests skip, unless ``GREENROUTE_REQUIRE_DATA=1`` (set by
+  ``.ci/run``), which turns the skip into an error;
+- ``$GREENROUTE_DATA_DIR`` names the test data only: it is hidden from the library while
+  tests run, so tests that do not request data run on the embedded data whatever it says.
+"""
 
 from __future__ import annotations
 
@@ -10,21 +19,42 @@ import pytest
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 _REPO = Path(__file__).resolve().parents[1]
+DATA_ENV = "GREENROUTE_DATA_DIR"
+REQUIRE_ENV = "GREENROUTE_REQUIRE_DATA"
+# where the hidden $GREENROUTE_DATA_DIR is kept (inherited by pytest-xdist workers)
+_HIDDEN_ENV = "_GREENROUTE_TESTS_DATA_DIR"
+if DATA_ENV in os.environ:
+    os.environ[_HIDDEN_ENV] = os.environ.pop(DATA_ENV)
 
 
 def find_data_dir() -> Path | None:
-    env = os.environ.get("GREENROUTE_DATA_DIR")
-    candidates = [Path(env)] if env else []
-    candidates.append(_REPO.parent / "shared" / "data")
-    for cand in candidates:
-        if (cand / "grid" / "regions.csv").is_file():
-            return cand
-    return None
+    """``$GREENROUTE_DATA_DIR`` if set (and nothing else), else ``../shared/data``."""
+    env = os.environ.get(_HIDDEN_ENV)
+    cand = Path(env) if env else _REPO.parent / "shared" / "data"
+    return cand if (cand / "grid" / "regions.csv").is_file() else None
+
+
+def data_required() -> bool:
+    return os.environ.get(REQUIRE_ENV, "").strip() not in ("", "0")
 
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     found = find_data_dir()
     if found is None:
-        pytest.skip("real data not found (set GREENROUTE_DATA_DIR or put shared/ beside the repo)")
+        where = os.environ.get(_HIDDEN_ENV) or str(_REPO.parent / "shared" / "data")
+        msg = f"real data not found at {where} (set {DATA_ENV} or put shared/ beside the repo)"
+        if data_required():
+            pytest.fail(f"{msg}; {REQUIRE_ENV}=1 makes this an error", pytrace=False)
+        pytest.skip(msg)
     return found
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test requests ``data_dir`` exactly when it carries the ``realdata`` marker."""
+    requests = "data_dir" in getattr(item, "fixturenames", ())
+    marked = item.get_closest_marker("realdata") is not None
+    if requests and not marked:
+        pytest.fail("requests the data_dir fixture without @pytest.mark.realdata", pytrace=False)
+    if marked and not requests:
+        pytest.fail("is marked realdata but does not request the data_dir fixture", pytrace=False)

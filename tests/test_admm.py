@@ -10,6 +10,7 @@ import pytest
 from scipy.optimize import minimize
 
 from greenroute.constraints import ConstraintSet, Exclusion
+from greenroute.core.types import ClusterInfo, ObjectiveWeights, Observation
 from greenroute.policies.optimize.admm import (
     ADMMPolicy,
     EpochProblem,
@@ -23,7 +24,6 @@ from greenroute.policies.optimize.admm import (
 )
 from greenroute.policies.optimize.model import build_cost_model
 from greenroute.policies.registry import geo_policy_names, make_geo_policy
-from greenroute.sim.types import ClusterInfo, ObjectiveWeights, Observation
 
 # ---------------------------------------------------------------------------- a hand instance
 # Two origins, two regions, linear costs (no queueing curve), carbon + latency weights.
@@ -330,7 +330,7 @@ def test_weights_option_changes_the_plan():
 
 
 # ---------------------------------------------------------------------------- scenarios
-def _run_recording(scenario: str, days: float, data_dir, **kw):
+def _run_recording(scenario: str, days: float, **kw):
     import greenroute
 
     routes = []
@@ -342,7 +342,8 @@ def _run_recording(scenario: str, days: float, data_dir, **kw):
             return plan
 
     pol = Recording(check_gap=True)
-    res = greenroute.run(scenario=scenario, policy=pol, days=days, data_dir=data_dir, **kw)
+    # embedded (synthesised) signals: the optimiser's gap does not need the real data
+    res = greenroute.run(scenario=scenario, policy=pol, days=days, **kw)
     return pol, res, routes
 
 
@@ -361,31 +362,20 @@ def _check_gap_and_plans(pol, res, routes):
         assert np.all(hold == 0.0)
 
 
-def _need_scenario(name: str) -> None:
-    from greenroute.bench.scenarios import scenario_names
-
-    if name not in scenario_names():
-        pytest.skip(f"scenario {name!r} is not registered")
-
-
-@pytest.mark.realdata
-def test_au_edge_admm_within_one_percent_of_centralised(data_dir):
-    _need_scenario("au-edge")
-    pol, res, routes = _run_recording("au-edge", 2.0, data_dir)
+def test_au_edge_admm_within_one_percent_of_centralised():
+    pol, res, routes = _run_recording("au-edge", 2.0)
     assert len(pol.records) == 192
     _check_gap_and_plans(pol, res, routes)
 
 
-@pytest.mark.realdata
-def test_au_edge_residency_and_exclusion_respected(data_dir):
-    _need_scenario("au-edge")
+def test_au_edge_residency_and_exclusion_respected():
     cons = (
         ConstraintSet()
         .with_residency("AU-NSW", {"AU-NSW", "AU-VIC"})
         .with_residency("AU-NT-DRW", {"AU-NT-DRW", "AU-QLD-BNE"})
         .with_exclusion(Exclusion("AU-TAS-HBA", 6 * 3600.0, 12 * 3600.0, "maintenance"))
     )
-    pol, res, routes = _run_recording("au-edge", 1.0, data_dir, constraints=cons)
+    pol, res, routes = _run_recording("au-edge", 1.0, constraints=cons)
     _check_gap_and_plans(pol, res, routes)
     regions = list(res.manifest.get("regions") or pol.cluster.regions)
     nsw, drw, hba = (regions.index(k) for k in ("AU-NSW", "AU-NT-DRW", "AU-TAS-HBA"))
@@ -400,7 +390,6 @@ def test_au_edge_residency_and_exclusion_respected(data_dir):
             assert np.all(route[:, :, hba] == 0.0)
 
 
-@pytest.mark.realdata
-def test_geo5_admm_within_one_percent_of_centralised(data_dir):
-    pol, res, routes = _run_recording("geo5", 1.0, data_dir)
+def test_geo5_admm_within_one_percent_of_centralised():
+    pol, res, routes = _run_recording("geo5", 1.0)
     _check_gap_and_plans(pol, res, routes)

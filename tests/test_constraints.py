@@ -16,7 +16,7 @@ from greenroute.constraints import (
     parse_power_cap,
     parse_residency,
 )
-from greenroute.errors import ConfigError, InfeasibleConstraintsError, PlanViolationError
+from greenroute.core.errors import ConfigError, InfeasibleConstraintsError, PlanViolationError
 
 ORIGINS = ("DE-LU", "US-CAL-CISO", "SG")
 REGIONS = ("DE-LU", "US-CAL-CISO", "SG")

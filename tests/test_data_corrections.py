@@ -10,6 +10,7 @@ import pytest
 from greenroute.data.signals import AUD_TO_USD, load_region_signals
 
 
+@pytest.mark.realdata
 @pytest.mark.parametrize("region", ["AU-NSW", "AU-VIC"])
 def test_au_prices_converted_from_aud(region, data_dir):
     path = data_dir / "grid" / "electricity_prices" / f"{region}_2021-2024_usd_per_mwh.csv.gz"
@@ -22,6 +23,7 @@ def test_au_prices_converted_from_aud(region, data_dir):
     assert sig["price_usd_per_kwh"].iloc[0] == pytest.approx(expect, rel=1e-9)
 
 
+@pytest.mark.realdata
 def test_other_regions_untouched(data_dir):
     t = pd.Timestamp("2021-01-01 00:00", tz="UTC")
     sig = load_region_signals(data_dir, "DE-LU", t, t + pd.Timedelta(hours=1))

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from greenroute.core.errors import DataFormatError
 from greenroute.data import build_perf_knots as bpk
 from greenroute.data import perf
-from greenroute.errors import DataFormatError
 
 HEADER = (
     "model,hardware,prompt_size,batch_size,token_size,peak_power,average_power,"

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from greenroute.catalog.regions import SIGNAL_REGIONS
+from greenroute.core.errors import ConfigError, DataFormatError, UnknownNameError
 from greenroute.data.paths import file_sha256
 from greenroute.data.profiles import (
     EMBEDDED_PROFILES_PATH,
@@ -34,7 +35,6 @@ from greenroute.data.profiles import (
     synthesize_region_signals,
 )
 from greenroute.data.signals import SIGNAL_COLUMNS, load_region_signals
-from greenroute.errors import ConfigError, DataFormatError, UnknownNameError
 
 CI, LCA, LOW, REN, PRICE, TEMP, RH = SIGNAL_COLUMNS
 YEAR_H = 8760
@@ -127,6 +127,7 @@ def test_metadata_years_and_sources(profiles: SignalProfiles) -> None:
     assert not re.search(r"20[2-9]\d-\d\d-\d\dT", text)  # no build timestamp inside
 
 
+@pytest.mark.realdata
 def test_metadata_hashes_match_the_data(data_dir: Path, profiles: SignalProfiles) -> None:
     for relative, digest in profiles.metadata["source_sha256"].items():
         assert file_sha256(data_dir / relative) == digest, relative
@@ -135,6 +136,7 @@ def test_metadata_hashes_match_the_data(data_dir: Path, profiles: SignalProfiles
 # =============================================================================================
 # Statistics against hand computations on the real data
 # =============================================================================================
+@pytest.mark.realdata
 def test_profile_cells_match_pandas_groupby(data_dir: Path, profiles: SignalProfiles) -> None:
     series, _ = profile_source_series(data_dir, "DE-LU")
     ci = series[CI]
@@ -150,6 +152,7 @@ def test_profile_cells_match_pandas_groupby(data_dir: Path, profiles: SignalProf
     assert profiles.mean("CL-SIC", PRICE)[6, 12] == pytest.approx(july_noon.mean(), rel=1e-6)
 
 
+@pytest.mark.realdata
 def test_profile_ar1_matches_the_residual_autocorrelation(
     data_dir: Path, profiles: SignalProfiles
 ) -> None:
@@ -162,6 +165,7 @@ def test_profile_ar1_matches_the_residual_autocorrelation(
     assert profiles.ar1("GB", TEMP) == pytest.approx(z.autocorr(lag=1), abs=1e-5)
 
 
+@pytest.mark.realdata
 @pytest.mark.slow
 def test_build_reproduces_embedded_file(data_dir: Path, tmp_path: Path) -> None:
     built = build_profiles(data_dir)
@@ -249,6 +253,7 @@ def test_synthetic_bounds(
     assert (frame[REN] <= frame[LOW]).all()
 
 
+@pytest.mark.realdata
 @pytest.mark.parametrize("region", SIGNAL_REGIONS)
 def test_synthetic_co_movement_matches_real(
     data_dir: Path, region: str, profiles: SignalProfiles, long_synthetic: dict[str, pd.DataFrame]
@@ -300,6 +305,7 @@ def test_synthetic_frame_format() -> None:
     assert empty.empty and tuple(empty.columns) == SIGNAL_COLUMNS
 
 
+@pytest.mark.realdata
 def test_synthetic_frame_format_matches_real(data_dir: Path) -> None:
     real = load_region_signals(data_dir, "GB", "2023-01-01", "2023-01-03")
     synthetic = synthesize_region_signals("GB", "2023-01-01", len(real), seed=5)

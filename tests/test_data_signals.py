@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from greenroute.catalog.regions import SIGNAL_REGIONS
+from greenroute.core.errors import ConfigError, DataFormatError, UnknownNameError
 from greenroute.data.signals import (
     DUPLICATED_PRICE_YEARS,
     EUR_TO_USD,
@@ -30,7 +31,6 @@ from greenroute.data.signals import (
     load_weather,
     signal_regions,
 )
-from greenroute.errors import ConfigError, DataFormatError, UnknownNameError
 
 HOURS_2021_2024 = (365 * 3 + 366) * 24  # 35,064
 UTC = "UTC"
@@ -47,6 +47,7 @@ def grid_file(data_dir: Path, region: str, column: str) -> Path:
 # =============================================================================================
 # Real files: shape, coverage, units
 # =============================================================================================
+@pytest.mark.realdata
 def test_regions_index_and_signal_regions(data_dir: Path) -> None:
     index = load_regions_index(data_dir)
     assert index.index.name == "region"
@@ -56,6 +57,7 @@ def test_regions_index_and_signal_regions(data_dir: Path) -> None:
     assert pd.isna(index.loc["AT", "ci_file"])
 
 
+@pytest.mark.realdata
 @pytest.mark.parametrize("region", SIGNAL_REGIONS)
 def test_every_region_loads_complete(data_dir: Path, region: str) -> None:
     ci = load_carbon_intensity(grid_file(data_dir, region, "ci_file"))
@@ -88,6 +90,7 @@ def test_every_region_loads_complete(data_dir: Path, region: str) -> None:
     assert weather["rh_pct"].between(1, 100).all()
 
 
+@pytest.mark.realdata
 def test_carbon_intensity_row_values(data_dir: Path) -> None:
     # DE-LU line 2:
     # "2021-01-01 00:00:00,Germany,Germany,DE,449.07,526.77,50.01,29.43,entsoe.eu,false,"
@@ -103,6 +106,7 @@ def test_carbon_intensity_row_values(data_dir: Path) -> None:
         assert load_carbon_intensity(grid_file(data_dir, region, "ci_file"))["estimated"].all()
 
 
+@pytest.mark.realdata
 def test_price_units_standardized(data_dir: Path) -> None:
     # DE-LU line 2: "2021-01-01 00:00:00+00:00,2021-01-01 01:00:00+01:00,53.375509199999996"
     price = load_price(grid_file(data_dir, "DE-LU", "price_file"))
@@ -110,6 +114,7 @@ def test_price_units_standardized(data_dir: Path) -> None:
     assert price.attrs["filled_hours"] == 0
 
 
+@pytest.mark.realdata
 def test_price_in_we_half_hour_stamps_are_floored(data_dir: Path) -> None:
     # IN-WE line 2: "2021-01-01 00:30:00+00:00,2021-01-01 06:00:00+05:30,29.800628"
     #         line 3: "2021-01-01 01:30:00+00:00,...,36.465367400000005"
@@ -122,6 +127,7 @@ def test_price_in_we_half_hour_stamps_are_floored(data_dir: Path) -> None:
     assert price.iloc[-1] == pytest.approx(0.03303015650000003, rel=1e-12)
 
 
+@pytest.mark.realdata
 def test_price_gb_local_time_and_eur(data_dir: Path) -> None:
     path = grid_file(data_dir, "GB", "price_file")
     price = load_price(path, local_tz="Europe/London")
@@ -151,6 +157,7 @@ def test_price_gb_local_time_and_eur(data_dir: Path) -> None:
     assert ts("2022-12-31 12:00") not in observed.index
 
 
+@pytest.mark.realdata
 def test_weather_utc_shift(data_dir: Path) -> None:
     # AU-NSW line 2: "2021-01-01T00:00,2020-12-31 13:00:00,19.1,79,99,10.5" (offset +11 h)
     nsw = load_weather(grid_file(data_dir, "AU-NSW", "weather_file"))
@@ -169,6 +176,7 @@ def test_weather_utc_shift(data_dir: Path) -> None:
     assert mumbai["temp_c"].iloc[0] == 23.2
 
 
+@pytest.mark.realdata
 def test_weather_offsets_match_locations_file(data_dir: Path) -> None:
     locations = pd.read_csv(data_dir / "grid" / "weather" / "weather_locations.csv")
     for region, offset_s in zip(
@@ -182,6 +190,7 @@ def test_weather_offsets_match_locations_file(data_dir: Path) -> None:
 # =============================================================================================
 # load_region_signals
 # =============================================================================================
+@pytest.mark.realdata
 def test_region_signals_window(data_dir: Path) -> None:
     frame = load_region_signals(data_dir, "DE-LU", "2022-03-01", "2022-03-08")
     assert len(frame) == 7 * 24
@@ -199,6 +208,7 @@ def test_region_signals_window(data_dir: Path) -> None:
     assert frame.loc[when, "temp_c"] == weather.loc[when, "temp_c"]
 
 
+@pytest.mark.realdata
 def test_region_signals_window_rules(data_dir: Path) -> None:
     # Aware stamps are converted; naive ones are UTC; a partial first hour is skipped.
     aware = load_region_signals(data_dir, "KR", "2023-05-01T09:00+09:00", "2023-05-02T09:00+09:00")
@@ -212,6 +222,7 @@ def test_region_signals_window_rules(data_dir: Path) -> None:
         load_region_signals(data_dir, "KR", "2023-05-02", "2023-05-01")
 
 
+@pytest.mark.realdata
 def test_region_signals_gb_price_before_2022_01_21(data_dir: Path) -> None:
     with pytest.raises(DataFormatError) as err:
         load_region_signals(data_dir, "GB", "2022-01-01", "2022-02-01")
@@ -222,6 +233,7 @@ def test_region_signals_gb_price_before_2022_01_21(data_dir: Path) -> None:
     assert len(load_region_signals(data_dir, "GB", "2022-01-21", "2022-02-01")) == 11 * 24
 
 
+@pytest.mark.realdata
 def test_region_signals_weather_shift_at_series_end(data_dir: Path) -> None:
     # AU-NSW weather stops at 2024-12-31 12:00 UTC (local 23:00, +11 h fixed offset).
     with pytest.raises(DataFormatError) as err:
@@ -234,6 +246,7 @@ def test_region_signals_weather_shift_at_series_end(data_dir: Path) -> None:
         load_region_signals(data_dir, "US-CAL-CISO", "2021-01-01", "2021-01-02")
 
 
+@pytest.mark.realdata
 @pytest.mark.parametrize(("region", "year"), sorted(DUPLICATED_PRICE_YEARS))
 def test_region_signals_duplicated_price_year_warns(data_dir: Path, region: str, year: int) -> None:
     with pytest.warns(UserWarning, match=rf"{region} price for {year} is a copy"):
@@ -241,6 +254,7 @@ def test_region_signals_duplicated_price_year_warns(data_dir: Path, region: str,
     assert len(frame) == 24
 
 
+@pytest.mark.realdata
 def test_region_signals_other_years_do_not_warn(data_dir: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -248,6 +262,7 @@ def test_region_signals_other_years_do_not_warn(data_dir: Path) -> None:
         load_region_signals(data_dir, "IN-WE", "2022-06-01", "2022-06-02")
 
 
+@pytest.mark.realdata
 @pytest.mark.parametrize("name", ["XX", "AT", "de-lu"])
 def test_region_signals_unknown_region(data_dir: Path, name: str) -> None:
     with pytest.raises(UnknownNameError) as err:

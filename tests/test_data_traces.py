@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from greenroute.core.errors import DataFormatError
 from greenroute.data.traces import (
     ALIBABA_GENAI_RELPATH,
     AZURE_CODE_RELPATH,
@@ -20,7 +21,6 @@ from greenroute.data.traces import (
     load_azure_llm_trace,
     load_vidur_lengths,
 )
-from greenroute.errors import DataFormatError
 
 # ---------------------------------------------------------------------------------------------
 # Real files

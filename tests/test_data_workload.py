@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from greenroute.core.errors import ConfigError, UnknownNameError
 from greenroute.data.build_workload_profiles import (
     DEFAULT_OUT,
     build_profiles,
@@ -49,7 +50,6 @@ from greenroute.data.workload import (
     requests_from_trace,
     sample_epoch_counts,
 )
-from greenroute.errors import ConfigError, UnknownNameError
 
 MONDAY_UTC = pd.Timestamp("2024-03-04 00:00", tz="UTC")  # a Monday
 TOKYO_MONDAY = pd.Timestamp("2024-03-04 00:00", tz="Asia/Tokyo")  # no DST in Tokyo

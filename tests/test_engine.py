@@ -7,9 +7,9 @@ import pytest
 
 import greenroute
 from greenroute.constraints import ConstraintSet, Exclusion
-from greenroute.errors import InfeasibleConstraintsError, PlanViolationError
+from greenroute.core.errors import InfeasibleConstraintsError, PlanViolationError
+from greenroute.core.types import Plan
 from greenroute.policies.local import LeastLoadedLocal
-from greenroute.sim.types import Plan
 
 
 def test_same_seed_same_numbers_and_seed_matters():

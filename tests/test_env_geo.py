@@ -9,7 +9,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import greenroute
-from greenroute.errors import ConfigError
+from greenroute.core.errors import ConfigError
 from greenroute.policies.rl import features as F
 
 FAST = {"days": 0.25}
@@ -67,7 +67,7 @@ def test_managers_see_what_earlier_managers_assigned():
 
 
 def _tiny_train(tmp_path, env_opts, name="m.zip"):
-    from greenroute.policies.rl.train import train
+    from greenroute.bench.rl_train import train
 
     out = tmp_path / name
     train("greenroute/GeoManager-v0", "ppo", 128, 0, out, env_options={**env_opts, **FAST},
@@ -104,7 +104,7 @@ def test_save_load_identical_actions(tmp_path):
 
 
 def test_record_and_reload_trajectories(tmp_path):
-    from greenroute.policies.rl.record import load_trajectories, record, save_trajectories
+    from greenroute.bench.rl_record import load_trajectories, record, save_trajectories
 
     frame = record("lowest-carbon", "geo3", days=0.25, seed=0)
     path = tmp_path / "traj.parquet"

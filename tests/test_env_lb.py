@@ -14,10 +14,10 @@ pytest.importorskip("stable_baselines3")
 
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
+from greenroute.core.errors import ConfigError  # noqa: E402
+from greenroute.core.types import RequestView, ServerView  # noqa: E402
 from greenroute.envs import lb  # noqa: E402
 from greenroute.envs.lb import LoadBalancingEnv  # noqa: E402
-from greenroute.errors import ConfigError  # noqa: E402
-from greenroute.sim.types import RequestView, ServerView  # noqa: E402
 
 ENV_ID = "greenroute/LoadBalancing-v0"
 
@@ -49,6 +49,7 @@ def _hand_env(arrivals, tokens, servers, *, slo=False, n=None, **kw):
 
 
 # --------------------------------------------------------------------------- the env
+@pytest.mark.realdata
 @pytest.mark.parametrize("scenario", ["lb-nominal", "lb-highload"])
 def test_check_env_both_scenarios(scenario, data_dir):
     env = gym.make(ENV_ID, scenario=scenario, split="train", data_dir=str(data_dir))
@@ -65,6 +66,7 @@ def test_check_env_both_scenarios(scenario, data_dir):
     assert base.slo_penalty is (scenario == "lb-highload")
 
 
+@pytest.mark.realdata
 def test_streams_and_time_split(data_dir):
     nominal = LoadBalancingEnv("lb-nominal", "eval", data_dir=str(data_dir))
     high = LoadBalancingEnv("lb-highload", "eval", data_dir=str(data_dir))
@@ -164,6 +166,7 @@ def test_queue_bound_1000_then_drop():
     assert term and info["episode_metrics"]["drops"] == 1
 
 
+@pytest.mark.realdata
 def test_episode_metrics_round_robin(data_dir):
     env = LoadBalancingEnv("lb-highload", "eval", data_dir=str(data_dir))
     m = lb.run_episode(env, lb.RoundRobin(), offset=0)
@@ -228,6 +231,7 @@ def test_robust_scaler_median_iqr():
     assert back.center.tolist() == [3.0, 5.0] and back.scale.tolist() == [2.0, 24.0]
 
 
+@pytest.mark.realdata
 def test_scaler_fitted_on_train_split_only(data_dir):
     env = LoadBalancingEnv("lb-highload", "train", data_dir=str(data_dir))
     s = env.stream
@@ -279,7 +283,7 @@ def trained(tmp_path_factory, data_dir):
     """A short, seeded PPO run through greenroute's train() (saves the zip + metadata)."""
     import torch
 
-    from greenroute.policies.rl.train import train
+    from greenroute.bench.rl_train import train
 
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("lb") / "ppo.zip"
@@ -289,6 +293,7 @@ def trained(tmp_path_factory, data_dir):
     return out, meta
 
 
+@pytest.mark.realdata
 def test_train_stores_env_meta(trained):
     from greenroute.policies.rl.store import read_meta
 
@@ -302,6 +307,7 @@ def test_train_stores_env_meta(trained):
     assert meta["hyperparameters"]["learning_rate"] == 3e-4  # seed 002 section V
 
 
+@pytest.mark.realdata
 def test_short_ppo_beats_random_on_highload(trained, data_dir):
     from greenroute.policies.rl.store import load_model
 
@@ -316,6 +322,7 @@ def test_short_ppo_beats_random_on_highload(trained, data_dir):
     assert ppo_r > rnd_r + 500, (ppo_r, rnd_r)
 
 
+@pytest.mark.realdata
 def test_save_load_identical_actions(tmp_path, data_dir):
     import stable_baselines3 as sb3
     import torch
@@ -356,6 +363,7 @@ def _view(farm):
     )  # fmt: skip
 
 
+@pytest.mark.realdata
 def test_rl_local_policy_rebuilds_the_env_observation(trained, data_dir):
     from greenroute.policies.rl.local import load_rl_local_policy
 
@@ -373,6 +381,7 @@ def test_rl_local_policy_rebuilds_the_env_observation(trained, data_dir):
         obs, *_ = env.step(a)
 
 
+@pytest.mark.realdata
 def test_rl_local_policy_in_simulator(trained, data_dir):
     import greenroute
 
@@ -385,6 +394,7 @@ def test_rl_local_policy_in_simulator(trained, data_dir):
     assert res.local_policy == "rl:ppo.zip"
 
 
+@pytest.mark.realdata
 def test_rl_local_policy_wrong_server_count(tmp_path, data_dir):
     import stable_baselines3 as sb3
 

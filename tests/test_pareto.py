@@ -20,8 +20,8 @@ from greenroute.bench.pareto import (
     weight_set,
 )
 from greenroute.cli import app
-from greenroute.errors import ConfigError
-from greenroute.objective import PRESETS
+from greenroute.core.errors import ConfigError
+from greenroute.core.objective import PRESETS
 
 runner = CliRunner()
 

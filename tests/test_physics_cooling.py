@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from greenroute.errors import ConfigError, UnknownNameError
+from greenroute.core.errors import ConfigError, UnknownNameError
 from greenroute.physics import cooling as c
 
 temps = st.floats(min_value=-40.0, max_value=60.0, allow_nan=False)

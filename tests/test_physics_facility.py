@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from greenroute.errors import ConfigError, UnknownNameError
+from greenroute.core.errors import ConfigError, UnknownNameError
 from greenroute.physics import cooling as c
 from greenroute.physics import facility as fac
 from greenroute.physics.psychro import wet_bulb_stull_c

@@ -13,9 +13,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from greenroute.core.errors import UnknownNameError
 from greenroute.data.build_perf_knots import build_perf_knots, dumps, pool_adjacent_violators
-from greenroute.errors import UnknownNameError
+from greenroute.data.perf_knots import embedded_knots, knot_table
 from greenroute.physics import llm_perf as lp
+
+KNOTS = embedded_knots()
+AVAILABLE_PERF = lp.available_perf(KNOTS)
+
+
+def _pm(model: str, gpu: str, tp: int) -> lp.PerfModel:
+    return lp.perf_model(model, gpu, tp, KNOTS)
 
 
 def _embedded() -> dict:
@@ -30,7 +38,7 @@ def _entry(model: str, gpu: str, tp: int) -> dict:
 
 
 def test_available_combinations() -> None:
-    avail = set(lp.AVAILABLE_PERF)
+    avail = set(AVAILABLE_PERF)
     for gpu in ("a100-80gb", "h100-80gb"):
         for tp in (2, 4, 8):
             assert ("llama2-70b", gpu, tp) in avail
@@ -41,11 +49,11 @@ def test_available_combinations() -> None:
     # A 70B model does not fit one 80 GB GPU (138-141 GB of fp16 weights).
     assert ("llama2-70b", "a100-80gb", 1) not in avail
     with pytest.raises(UnknownNameError):
-        lp.perf_model("llama2-70b", "a100-80gb", 1)
+        _pm("llama2-70b", "a100-80gb", 1)
 
 
 def test_kv_bytes_and_capacity_by_hand() -> None:
-    pm = lp.perf_model("llama2-70b", "a100-80gb", 4)
+    pm = _pm("llama2-70b", "a100-80gb", 4)
     # 2 (K, V) x 80 layers x 8 KV heads x 128 head dim x 2 bytes = 327,680 B/token
     assert pm.kv_bytes_per_token == 2 * 80 * 8 * 128 * 2 == 327_680
     # 4 x 80 GB = 320e9 B; weights 68.98e9 x 2 = 137.96e9 B; reserve 10 % = 32e9 B.
@@ -60,19 +68,19 @@ def test_kv_bytes_and_capacity_by_hand() -> None:
 
 def test_cold_load_by_hand() -> None:
     # MARLIN LA_load = MF_v / BW_n. A100 DGX: min(4 NVMe x 7 GB/s, 4 x 31.5 GB/s) = 28 GB/s.
-    a = lp.perf_model("llama2-70b", "a100-80gb", 4)
+    a = _pm("llama2-70b", "a100-80gb", 4)
     assert a.cold_load_s == pytest.approx(137.96e9 / 28e9)  # 4.93 s
     # H100 DGX: min(8 x 7, 4 x 63) = 56 GB/s.
-    h = lp.perf_model("llama2-70b", "h100-80gb", 4)
+    h = _pm("llama2-70b", "h100-80gb", 4)
     assert h.cold_load_s == pytest.approx(137.96e9 / 56e9)  # 2.46 s
     # Small model on one A100: min(28, 31.5) = 28 GB/s; 6.74e9 x 2 B.
-    s = lp.perf_model("llama2-7b", "a100-80gb", 1)
+    s = _pm("llama2-7b", "a100-80gb", 1)
     assert s.cold_load_s == pytest.approx(13.48e9 / 28e9)
 
 
-@pytest.mark.parametrize("key", lp.AVAILABLE_PERF, ids=lambda k: f"{k[0]}-{k[1]}-tp{k[2]}")
+@pytest.mark.parametrize("key", AVAILABLE_PERF, ids=lambda k: f"{k[0]}-{k[1]}-tp{k[2]}")
 def test_monotone_curves(key: tuple[str, str, int]) -> None:
-    pm = lp.perf_model(*key)
+    pm = _pm(*key)
     tokens = np.arange(0, 20_001, 7)
     assert np.all(np.diff(pm.prefill_s(tokens)) >= 0)
     batches = np.arange(1, 513)
@@ -82,14 +90,14 @@ def test_monotone_curves(key: tuple[str, str, int]) -> None:
 
 @given(st.floats(0, 50_000), st.floats(0, 50_000), st.integers(1, 400), st.integers(1, 400))
 def test_monotone_property(p1: float, p2: float, b1: int, b2: int) -> None:
-    pm = lp.perf_model("llama2-70b", "h100-80gb", 8)
+    pm = _pm("llama2-70b", "h100-80gb", 8)
     assert float(pm.prefill_s(min(p1, p2))) <= float(pm.prefill_s(max(p1, p2)))
     assert float(pm.decode_step_s(min(b1, b2))) <= float(pm.decode_step_s(max(b1, b2)))
 
 
 def test_interpolation_and_extrapolation_by_hand() -> None:
     e = _entry("llama2-70b", "a100-80gb", 4)
-    pm = lp.perf_model("llama2-70b", "a100-80gb", 4)
+    pm = _pm("llama2-70b", "a100-80gb", 4)
     x, y = e["prefill_tokens"], e["prefill_ms"]
     assert x == [128, 256, 512, 1024, 2048, 4096, 8192]
     # At a knot: the knot value (ms -> s).
@@ -106,7 +114,7 @@ def test_interpolation_and_extrapolation_by_hand() -> None:
 
 
 def test_decode_table_and_service() -> None:
-    pm = lp.perf_model("llama2-70b", "h100-80gb", 4)
+    pm = _pm("llama2-70b", "h100-80gb", 4)
     table = pm.decode_table(40)
     assert table.shape == (41,)
     assert table[0] == 0.0
@@ -117,14 +125,14 @@ def test_decode_table_and_service() -> None:
 
 
 def test_reported_numbers_plausible() -> None:
-    a = lp.perf_model("llama2-70b", "a100-80gb", 4)
-    h = lp.perf_model("llama2-70b", "h100-80gb", 4)
+    a = _pm("llama2-70b", "a100-80gb", 4)
+    h = _pm("llama2-70b", "h100-80gb", 4)
     # H100 is faster than A100 for both phases.
     assert float(h.prefill_s(1000)) < float(a.prefill_s(1000))
     for b in (1, 16, 32):
         assert float(h.decode_step_s(b)) < float(a.decode_step_s(b))
     # Small models are much faster than 70B ones on the same GPU.
-    small = lp.perf_model("llama2-7b", "a100-80gb", 1)
+    small = _pm("llama2-7b", "a100-80gb", 1)
     assert float(small.decode_step_s(1)) < 0.5 * float(a.decode_step_s(1))
 
 
@@ -225,7 +233,7 @@ def test_ratio_scaling_by_hand(data_dir: Path) -> None:
     assert e["reference"] == {"model": "llama2-70b", "gpu": "a100-80gb", "tp": 2}
     assert e["decode_ratio"][0] == pytest.approx(ratio, rel=1e-12)
     assert e["decode_step_ms_scaled"][0] == pytest.approx(base * ratio, rel=1e-12)
-    pm = lp.perf_model("llama2-7b", "a100-80gb", 1)
+    pm = _pm("llama2-7b", "a100-80gb", 1)
     assert float(pm.decode_step_s(1)) == pytest.approx(e["decode_step_ms"][0] / 1000)
 
 
@@ -246,7 +254,7 @@ def test_embedded_table_regenerates_identically(data_dir: Path) -> None:
 
 @pytest.mark.realdata
 def test_perf_model_from_data_dir_matches_embedded(data_dir: Path) -> None:
-    a = lp.perf_model("llama3-8b", "h100-80gb", 1)
-    b = lp.perf_model("llama3-8b", "h100-80gb", 1, data_dir=data_dir)
+    a = _pm("llama3-8b", "h100-80gb", 1)
+    b = lp.perf_model("llama3-8b", "h100-80gb", 1, knot_table(data_dir))
     np.testing.assert_array_equal(a.prefill_s_knots, b.prefill_s_knots)
     np.testing.assert_array_equal(a.decode_step_s_knots, b.decode_step_s_knots)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from greenroute.errors import UnknownNameError
+from greenroute.core.errors import UnknownNameError
 from greenroute.physics import water as w
 from greenroute.physics.psychro import wet_bulb_stull_c
 

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from greenroute.constraints import ConstraintSet
+from greenroute.core.types import ClusterInfo, ObjectiveWeights, Observation
 from greenroute.policies.heuristics import greedy_fill
 from greenroute.policies.registry import geo_policy_names, make_geo_policy
-from greenroute.sim.types import ClusterInfo, ObjectiveWeights, Observation
 
 REGIONS = ("A", "B", "C")
 

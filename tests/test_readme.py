@@ -22,6 +22,7 @@ def test_readme_has_the_two_quick_start_commands():
     assert commands == ["make demo", "make test"]
 
 
+@pytest.mark.realdata
 def test_readme_python_examples_run(data_dir):
     blocks = python_blocks()
     assert len(blocks) >= 3
@@ -29,7 +30,7 @@ def test_readme_python_examples_run(data_dir):
     for code in blocks:
         code = code.replace('"../shared/data"', repr(str(data_dir)))
         exec(compile(code, str(README), "exec"), ns)
-    from greenroute.bench.scenarios import get_scenario
+    from greenroute.scenarios import get_scenario
 
     assert get_scenario("nordics-week").days == 7
     assert ns["res"].metrics["carbon_kg"] > 0
@@ -38,9 +39,8 @@ def test_readme_python_examples_run(data_dir):
 @pytest.fixture(autouse=True)
 def _cleanup_registries():
     yield
-    from greenroute.bench import scenarios
-    from greenroute.policies import registry
+    from greenroute.policies.registry import GEO_POLICIES
+    from greenroute.scenarios import SCENARIOS
 
-    scenarios._SCENARIOS.pop("nordics-week", None)
-    registry._GEO.pop("cleanest-allowed", None)
-    registry._GEO_DOC.pop("cleanest-allowed", None)
+    SCENARIOS.unregister("nordics-week")
+    GEO_POLICIES.unregister("cleanest-allowed")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import greenroute
-from greenroute.bench.scenarios import get_scenario, scenario_names
-from greenroute.errors import UnknownNameError
+from greenroute.core.errors import UnknownNameError
+from greenroute.scenarios import get_scenario, scenario_names
 
 SHORT = {"demo": 0.1, "geo3": 0.25, "geo5": 0.25, "geo10": 0.25}
 
@@ -18,6 +18,7 @@ def test_registry_lists_issue_scenarios():
         get_scenario("geo4")
 
 
+@pytest.mark.realdata
 @pytest.mark.parametrize("name", ["demo", "geo3", "geo5", "geo10", "lb-nominal", "lb-highload"])
 def test_every_scenario_runs_with_real_data(name, data_dir):
     res = greenroute.run(name, "local-only", seed=0, days=SHORT.get(name), data_dir=data_dir)
@@ -45,6 +46,7 @@ def test_geo_scenarios_match_seed_000_sites():
     assert get_scenario("geo10").days == 31
 
 
+@pytest.mark.realdata
 def test_lb_scenarios_follow_seed_002(data_dir):
     nominal = get_scenario("lb-nominal")
     tps = [(g.tokens_per_s, g.max_concurrency) for g in nominal.cluster.regions[0].groups]

@@ -8,13 +8,15 @@ import pytest
 
 import greenroute
 from greenroute.api import metrics_equal
-from greenroute.bench import scenarios_extra as X
-from greenroute.bench.scenarios import get_scenario, scenario_names
 from greenroute.catalog import REGIONS, get_region
 from greenroute.catalog.regions import SIGNAL_REGIONS
 from greenroute.data import au_normals as A
-from greenroute.physics.llm_perf import AVAILABLE_PERF
-from greenroute.sim.signals import HOURLY_COLUMNS, SIGNAL_SOURCES
+from greenroute.data.perf_knots import embedded_knots
+from greenroute.physics.llm_perf import available_perf
+from greenroute.scenarios import au_edge, get_scenario, marlin, scenario_names
+from greenroute.sim.signals import HOURLY_COLUMNS, hourly_signals
+
+AVAILABLE_PERF = available_perf(embedded_knots())
 
 NEW = ("AU-QLD-BNE", "AU-SA-ADL", "AU-WA-PER", "AU-TAS-HBA", "AU-NT-DRW")
 YEAR = 2023
@@ -59,7 +61,10 @@ def test_both_scenarios_registered_with_their_regions_and_sources():
         assert (r.continent, r.jurisdiction) == ("oceania", "AU")
         assert r.timezone.startswith("Australia/")
         assert r.koppen and -45 < r.lat_deg < -10 and 110 < r.lon_deg < 155
-        assert SIGNAL_SOURCES[key] is A.hourly_signals
+        start = pd.Timestamp("2023-07-01", tz="UTC")
+        frame, source = hourly_signals(key, start, 3, seed=1, data_dir=None)
+        assert source == "normals"
+        pd.testing.assert_frame_equal(frame, A.hourly_signals(key, start, 3, 1))
         assert key not in SIGNAL_REGIONS  # not a real-data region
     assert get_region("AU-NT-DRW").koppen == "Aw" and get_region("AU-TAS-HBA").koppen == "Cfb"
 
@@ -86,12 +91,13 @@ def test_au_edge_structure():
             assert 8 <= g.count <= 60  # edge-sized
     # request rates proportional to metro population
     spec = sc.workload
-    pop = np.array([X.AU_METRO_POPULATION[o] for o in spec.origins], dtype=float)
+    pop = np.array([au_edge.AU_METRO_POPULATION[o] for o in spec.origins], dtype=float)
     rps = np.asarray(spec.interactive_rps)
     np.testing.assert_allclose(rps / pop, rps[0] / pop[0], rtol=1e-12)
     assert spec.models == sc.models == ("llama3-8b",)
 
 
+@pytest.mark.realdata
 def test_au_edge_runs_with_real_data(data_dir):
     res = greenroute.run("au-edge", "local-only", seed=0, days=1.0, data_dir=data_dir)
     m = res.metrics
@@ -117,8 +123,9 @@ def au_week(data_dir):
     A.clear_cache()
 
 
+@pytest.mark.realdata
 def test_au_edge_week_load_is_moderate(au_week):
-    ep = au_week.epochs.assign(w=au_week.epochs.region.map(X.AU_EDGE_SERVERS))
+    ep = au_week.epochs.assign(w=au_week.epochs.region.map(au_edge.AU_EDGE_SERVERS))
     cluster = ep.groupby("epoch").apply(lambda d: np.average(d.utilisation, weights=d.w))
     assert 0.15 < cluster.mean() < 0.4
     assert cluster.max() < 0.85
@@ -126,6 +133,7 @@ def test_au_edge_week_load_is_moderate(au_week):
     assert au_week.metrics["requests_dropped"] == 0
 
 
+@pytest.mark.realdata
 def test_darwin_is_much_hotter_than_hobart_over_the_summer_week(au_week):
     temp = au_week.epochs.groupby("region").temp_c.mean()
     # January normals: Darwin (31.8 + 24.8) / 2 = 28.3 °C, Hobart (21.7 + 12.0) / 2 = 16.9 °C
@@ -308,12 +316,12 @@ def test_marlin8_structure():
     assert sc.epoch_s == 900.0 and sc.days == 1.0 and sc.n_epochs == 96
     assert set(sc.models) == {"llama2-7b", "llama2-70b"}
     assert sc.workload.models == sc.models and min(sc.workload.model_mix) > 0
-    types = {(gpu, gpus) for gpu, gpus, *_ in X.MARLIN8_NODE_TYPES}
+    types = {(gpu, gpus) for gpu, gpus, *_ in marlin.MARLIN8_NODE_TYPES}
     assert types == {(g, k) for g in ("a100-80gb", "h100-80gb") for k in (2, 4, 8)}
     for rc in sc.cluster.regions:
         assert len(rc.groups) == 6
         nodes = []
-        for g, (gpu, gpus, model, tp, n) in zip(rc.groups, X.MARLIN8_NODE_TYPES, strict=True):
+        for g, (gpu, gpus, model, tp, n) in zip(rc.groups, marlin.MARLIN8_NODE_TYPES, strict=True):
             assert (g.gpu, g.model, g.tp) == (gpu, model, tp)
             assert (g.model, g.gpu, g.tp) in AVAILABLE_PERF
             assert g.count * g.tp == n * gpus  # every GPU of every node serves
@@ -324,21 +332,27 @@ def test_marlin8_structure():
     assert len(set(sc.workload.interactive_rps)) == 1
 
 
-@pytest.mark.parametrize("with_data", [True, False])
-def test_marlin8_runs(with_data, data_dir, monkeypatch):
-    if not with_data:
-        monkeypatch.delenv("GREENROUTE_DATA_DIR", raising=False)
-    res = greenroute.run(
-        "marlin8", "local-only", seed=0, days=0.25, data_dir=data_dir if with_data else None
-    )
+def _check_marlin8_run(data_dir) -> None:
+    res = greenroute.run("marlin8", "local-only", seed=0, days=0.25, data_dir=data_dir)
     m = res.metrics
     assert m["requests_total"] > 0 and m["energy_kwh"] > m["it_energy_kwh"] > 0
     assert res.manifest["facility"] == "marlin"
-    assert res.manifest["signals_source"] == ("real" if with_data else "embedded")
+    assert res.manifest["signals_source"] == ("real" if data_dir else "embedded")
     # MARLIN §3.3: E_cool = 3 E_IT / COP_d, E_infra = 0.13 E_IT
     assert m["infra_energy_kwh"] == pytest.approx(0.13 * m["it_energy_kwh"], rel=1e-9)
 
 
+@pytest.mark.realdata
+def test_marlin8_runs_with_real_data(data_dir):
+    _check_marlin8_run(data_dir)
+
+
+def test_marlin8_runs_without_data(monkeypatch):
+    monkeypatch.delenv("GREENROUTE_DATA_DIR", raising=False)
+    _check_marlin8_run(None)
+
+
+@pytest.mark.realdata
 def test_marlin8_serves_both_models_without_drops(data_dir):
     res = greenroute.run("marlin8", "local-only", seed=0, days=0.25, data_dir=data_dir)
     assert res.metrics["dropped_no_server_for_model"] == 0

@@ -4,18 +4,9 @@ The Python API: :func:`run`, :func:`compare`, :func:`run_manifest`; registries f
 (:func:`register_geo_policy`) and scenarios (:func:`register_scenario`).
 """
 
-__version__ = "0.1.0"
-
 from greenroute.api import compare, run, run_manifest
-from greenroute.bench.scenarios import get_scenario, register_scenario, scenario_names
 from greenroute.constraints import ConstraintSet, Exclusion
-from greenroute.envs import register_envs as _register_envs
-from greenroute.policies.registry import (
-    geo_policy_names,
-    make_geo_policy,
-    register_geo_policy,
-)
-from greenroute.sim.types import (
+from greenroute.core.types import (
     ClusterInfo,
     GeoPolicy,
     LocalPolicy,
@@ -23,6 +14,14 @@ from greenroute.sim.types import (
     Observation,
     Plan,
 )
+from greenroute.core.version import __version__
+from greenroute.envs import register_envs as _register_envs
+from greenroute.policies.registry import (
+    geo_policy_names,
+    make_geo_policy,
+    register_geo_policy,
+)
+from greenroute.scenarios import get_scenario, register_scenario, scenario_names
 
 _register_envs()
 

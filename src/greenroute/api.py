@@ -13,68 +13,34 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from greenroute.constraints import ConstraintSet
+from greenroute.core.errors import ConfigError
+from greenroute.core.types import GeoPolicy, LocalPolicy, ObjectiveWeights
 from greenroute.data.paths import resolve_data_dir
-from greenroute.errors import ConfigError
+from greenroute.scenarios import resolve_scenario
 from greenroute.sim.engine import Prepared, SimConfig, Simulation, prepare
 from greenroute.sim.results import RunResult
 from greenroute.sim.scenario import Scenario
-from greenroute.sim.types import GeoPolicy, LocalPolicy, ObjectiveWeights
-
-
-def resolve_scenario(
-    scenario: str | Scenario,
-    *,
-    days: float | None = None,
-    fidelity: str | None = None,
-    constraints: ConstraintSet | None = None,
-    facility: str | None = None,
-) -> Scenario:
-    from greenroute.bench.scenarios import get_scenario
-
-    sc = get_scenario(scenario) if isinstance(scenario, str) else scenario
-    merged = constraints
-    if constraints is not None and not sc.constraints.is_empty():
-        merged = ConstraintSet(
-            sc.constraints.exclusions + constraints.exclusions,
-            {**sc.constraints.residency, **constraints.residency},
-            {**sc.constraints.power_caps_kw, **constraints.power_caps_kw},
-            constraints.max_one_way_latency_s or sc.constraints.max_one_way_latency_s,
-        )
-    return sc.with_options(days=days, fidelity=fidelity, constraints=merged, facility=facility)
 
 
 def reference_scales(prep: Prepared) -> dict:
-    """Normalisation of the objective: ``local-only``'s metrics in the fluid model, same
-    scenario, seed and data (cached on the prepared scenario)."""
-    from greenroute.objective import SCALE_KEYS
-    from greenroute.policies.registry import make_geo_policy
+    """Normalisation of the objective (``local-only`` + ``least-loaded``, fluid, same scenario,
+    seed and data), cached in memory and on disk: see :mod:`greenroute.sim.reference`."""
+    from greenroute.policies.registry import local_policy_factory
+    from greenroute.sim.reference import reference_scales as _reference
 
-    if prep.reference_scales is None:
-        sc = prep.scenario
-        fprep = prep
-        if sc.fidelity != "fluid":
-            fprep = prepare(
-                sc.with_options(fidelity="fluid"), seed=prep.seed, data_dir=prep.data_dir
-            )
-        sim = Simulation(
-            fprep, make_geo_policy("local-only"), "least-loaded", SimConfig(seed=prep.seed)
-        )
-        m = sim.run().metrics
-        scales = {k: float(m[k]) for k in SCALE_KEYS}
-        scales["interactive_requests"] = float(m.get("interactive_requests", m["requests_total"]))
-        scales["requests_total"] = float(m["requests_total"])
-        prep.reference_scales = scales
-    return prep.reference_scales
+    return _reference(prep, local_policy_factory("least-loaded"))
 
 
 def _policy(policy: str | GeoPolicy, options: dict | None) -> GeoPolicy:
     from greenroute.policies.registry import make_geo_policy
 
     if isinstance(policy, str):
-        try:
-            return make_geo_policy(policy, **(options or {}))
-        except TypeError as exc:  # an option the policy does not take
-            raise ConfigError(f"bad option for policy {policy!r}: {exc}") from None
+        return make_geo_policy(policy, **(options or {}))
+    if options:
+        raise ConfigError(
+            f"policy options {sorted(options)} apply to a policy given by name, not to the "
+            f"object {getattr(policy, 'name', policy)!r}"
+        )
     return policy
 
 
@@ -97,8 +63,29 @@ def run(
     record_requests: bool = False,
     prepared: Prepared | None = None,
     progress: Callable[[int, int], None] | None = None,
+    cache: bool = True,
 ) -> RunResult:
-    """Simulate one geo policy on a scenario and return its metrics and per-epoch frame."""
+    """Simulate one geo policy on a scenario and return its metrics and per-epoch frame.
+
+    ``cache=False`` (or ``GREENROUTE_NO_CACHE=1``) neither reads nor writes the on-disk cache
+    of parsed data files and reference scales (:mod:`greenroute.data.cache`)."""
+    from greenroute.data.cache import use_cache
+
+    with use_cache(cache):
+        return _run(scenario, policy, local_policy=local_policy, seed=seed, days=days,
+                    data_dir=data_dir, fidelity=fidelity, constraints=constraints,
+                    weights=weights, forecast=forecast, forecast_error=forecast_error,
+                    facility=facility, policy_options=policy_options, on_invalid=on_invalid,
+                    record_requests=record_requests, prepared=prepared,
+                    progress=progress)  # fmt: skip
+
+
+def _run(scenario, policy, *, local_policy, seed, days, data_dir, fidelity, constraints, weights,
+         forecast, forecast_error, facility, policy_options, on_invalid, record_requests,
+         prepared, progress) -> RunResult:  # fmt: skip
+    from greenroute.policies.registry import local_policy_factory
+    from greenroute.sim.reference import LazyScales
+
     if prepared is None:
         sc = resolve_scenario(
             scenario, days=days, fidelity=fidelity, constraints=constraints, facility=facility
@@ -115,10 +102,13 @@ def run(
         weights=weights or ObjectiveWeights(),
         on_invalid=on_invalid,
         record_requests=record_requests,
-        objective_scales=reference_scales(prepared),
+        # simulated on first read only (a policy reading obs.objective_scales, or the result's
+        # objective), and then cached in memory and on disk: see greenroute.sim.reference
+        objective_scales=LazyScales(prepared, local_policy_factory("least-loaded")),
     )
     geo = _policy(policy, policy_options)
-    sim = Simulation(prepared, geo, local_policy, config, progress=progress)
+    local = local_policy_factory(local_policy)
+    sim = Simulation(prepared, geo, local, config, progress=progress)
     return sim.run()
 
 
@@ -131,6 +121,7 @@ def compare(
     data_dir: str | Path | None = None,
     on_result: Callable[[RunResult], None] | None = None,
     oracle_gap: bool = True,
+    cache: bool = True,
     **kwargs,
 ) -> list[RunResult]:
     """Run several policies on the same prepared scenario (same workload, signals, seed).
@@ -139,7 +130,16 @@ def compare(
     regions), each result gains ``oracle_gap_pct`` and ``oracle_carbon_gap_pct``: the share of
     the oracle's weighted-objective (resp. carbon) savings over ``local-only`` it captures.
     ``local-only`` and ``oracle`` are run for this if they are not in ``policies``.
+    ``cache`` as in :func:`run`.
     """
+    from greenroute.data.cache import use_cache
+
+    with use_cache(cache):
+        return _compare(scenario, policies, seed=seed, days=days, data_dir=data_dir,
+                        on_result=on_result, oracle_gap=oracle_gap, **kwargs)  # fmt: skip
+
+
+def _compare(scenario, policies, *, seed, days, data_dir, on_result, oracle_gap, **kwargs):
     sc = resolve_scenario(
         scenario,
         days=days,
@@ -191,7 +191,7 @@ def add_oracle_gaps(results: Sequence[RunResult], base: RunResult, orc: RunResul
 
 def run_manifest(path: str | Path, **overrides) -> RunResult:
     """Re-run exactly what a manifest describes (scenario, options, seed, data)."""
-    from greenroute.errors import DataFormatError
+    from greenroute.core.errors import DataFormatError
 
     path = Path(path)
     try:

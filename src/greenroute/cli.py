@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from greenroute.errors import ConfigError, GreenrouteError
+from greenroute.core.errors import ConfigError, GreenrouteError
 
 app = typer.Typer(
     add_completion=False,
@@ -101,7 +101,7 @@ def _constraints(exclude, residency, power_cap):
 
 
 def parse_weights(text: str | None):
-    from greenroute.objective import parse_weights as _parse
+    from greenroute.core.objective import parse_weights as _parse
 
     return _parse(text)
 
@@ -140,7 +140,7 @@ class _Bar:
 
 def _options(items: list[str] | None) -> dict | None:
     """``--policy-opt KEY=VALUE`` pairs, values parsed as JSON when possible."""
-    from greenroute.errors import parse_key_values
+    from greenroute.core.options import parse_key_values
 
     return parse_key_values(items, "--policy-opt") or None
 
@@ -218,7 +218,7 @@ def run(
 ) -> None:
     """Simulate one geo policy on a scenario."""
     from greenroute import api
-    from greenroute.output import metrics_json, write_run
+    from greenroute.sim.output import metrics_json, write_run
 
     if out is not None and out.exists() and any(out.iterdir()):
         raise ConfigError(f"--out {out} exists and is not empty; choose a new directory")
@@ -288,8 +288,8 @@ def compare(
     ] = True,
 ) -> None:
     """Compare geo policies on one scenario (same workload, signals and seed)."""
-    from greenroute.output import metrics_json, write_compare
     from greenroute.policies.registry import geo_policy_names
+    from greenroute.sim.output import metrics_json, write_compare
 
     names = [p.strip() for p in policies.split(",") if p.strip()]
     if not names:
@@ -297,7 +297,7 @@ def compare(
     valid = geo_policy_names()
     for n in names:
         if n not in valid and not n.startswith("rl:"):
-            from greenroute.errors import UnknownNameError
+            from greenroute.core.errors import UnknownNameError
 
             raise UnknownNameError("policy", n, valid)
     if out is not None and out.exists() and any(out.iterdir()):
@@ -401,8 +401,8 @@ def demo(
     json_out: JsonOpt = False,
 ) -> None:
     """Compare every geo baseline on the 'demo' scenario (embedded data, about 10-20 s)."""
-    from greenroute.output import metrics_json
     from greenroute.policies.registry import geo_policy_names
+    from greenroute.sim.output import metrics_json
 
     baselines = [p for p in BASELINES if p in geo_policy_names()]
     results = _compare_with_progress("demo", baselines, seed=seed, oracle_gap=False)
@@ -437,7 +437,7 @@ BASELINES = (
 @user_errors
 def scenarios(json_out: JsonOpt = False) -> None:
     """List the registered scenarios."""
-    from greenroute.bench.scenarios import scenario_descriptions
+    from greenroute.scenarios import scenario_descriptions
 
     desc = scenario_descriptions()
     if json_out:
@@ -453,22 +453,46 @@ def scenarios(json_out: JsonOpt = False) -> None:
 
 @app.command()
 @user_errors
-def policies(json_out: JsonOpt = False) -> None:
-    """List the registered geo and local policies."""
-    from greenroute.policies.local import LOCAL_POLICIES
-    from greenroute.policies.registry import geo_policy_docs
+def policies(
+    json_out: JsonOpt = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show each policy's options (defaults, units).")
+    ] = False,
+) -> None:
+    """List the registered geo and local policies (with --verbose: their options)."""
+    from greenroute.policies.registry import GEO_POLICIES, LOCAL_POLICIES
 
-    geo = geo_policy_docs()
-    local = {k: (v.__doc__ or "").strip() for k, v in sorted(LOCAL_POLICIES.items())}
+    groups = {"geo": GEO_POLICIES.entries(), "local": LOCAL_POLICIES.entries()}
     if json_out:
-        sys.stdout.write(json.dumps({"geo": geo, "local": local}, indent=2) + "\n")
+        payload = {
+            kind: {
+                e.name: {
+                    "description": e.description,
+                    "options": {
+                        o.name: {"type": o.type_name, "default": o.default, "unit": o.unit,
+                                 "help": o.help}
+                        for o in e.options
+                    },
+                }
+                if verbose
+                else e.description
+                for e in entries
+            }
+            for kind, entries in groups.items()
+        }  # fmt: skip
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return
-    for title, items in (("geo policies", geo), ("local policies", local)):
-        table = Table(title=title, title_justify="left")
+    for kind, entries in groups.items():
+        table = Table(title=f"{kind} policies", title_justify="left")
         table.add_column("name", style="bold")
         table.add_column("description")
-        for k, v in items.items():
-            table.add_row(k, v)
+        if verbose:
+            table.add_column("options (type = default unit)")
+        for e in entries:
+            row = [e.name, e.description]
+            if verbose:
+                row.append("\n".join(o.describe() for o in e.options) or "(none)")
+            table.add_row(*row)
         out_console.print(table)
 
 
@@ -619,8 +643,8 @@ def train(
 ) -> None:
     """Train an RL agent (stable-baselines3) on a greenroute environment; save it."""
     try:
-        from greenroute.policies.rl.train import parse_overrides
-        from greenroute.policies.rl.train import train as _train
+        from greenroute.bench.rl_train import parse_overrides
+        from greenroute.bench.rl_train import train as _train
     except ImportError as exc:  # pragma: no cover - extra not installed
         raise ConfigError(f"training needs the [rl] extra: {exc}") from None
     progress = Progress(
@@ -661,8 +685,8 @@ def record(
     data_dir: DataDirOpt = None,
 ) -> None:
     """Record (observation, action, reward) trajectories of a geo policy (for distillation)."""
-    from greenroute.policies.rl.record import record as _record
-    from greenroute.policies.rl.record import save_trajectories
+    from greenroute.bench.rl_record import record as _record
+    from greenroute.bench.rl_record import save_trajectories
 
     if out.suffix != ".parquet":
         raise ConfigError(f"--out must end with .parquet, got {out}")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from greenroute.errors import ConfigError, InfeasibleConstraintsError, PlanViolationError
+from greenroute.core.errors import ConfigError, InfeasibleConstraintsError, PlanViolationError
 
 ROW_SUM_TOL = 1e-6  # routing rows must sum to 1 within this
 SHARE_TOL = 1e-9  # a share below this counts as "nothing routed"
@@ -77,7 +77,7 @@ class ConstraintSet:
 
     def check_names(self, origins: Sequence[str], regions: Sequence[str]) -> None:
         """Every region/origin a rule names must exist in the scenario."""
-        from greenroute.errors import UnknownNameError
+        from greenroute.core.errors import UnknownNameError
 
         for ex in self.exclusions:
             if ex.region not in regions:
@@ -130,7 +130,7 @@ class ConstraintSet:
     ) -> None:
         """Raise :class:`InfeasibleConstraintsError` if some origin has no allowed region in
         some epoch (no plan could then route its work), naming the binding rules."""
-        from greenroute.sim.types import CLASSES
+        from greenroute.core.types import CLASSES
 
         self.check_names(origins, regions)
         # only epochs where the exclusion set changes need checking
@@ -189,7 +189,7 @@ class ConstraintSet:
         epoch: int,
     ) -> None:
         """Raise :class:`PlanViolationError` naming the first broken rule and its numbers."""
-        from greenroute.sim.types import CLASSES
+        from greenroute.core.types import CLASSES
 
         n_c, n_o, n_r = len(CLASSES), len(origins), len(regions)
         route = np.asarray(route)

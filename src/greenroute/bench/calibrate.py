@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from greenroute.data.workload import WorkloadSpec
-from greenroute.policies.registry import make_geo_policy
+from greenroute.policies.registry import local_policy_factory, make_geo_policy
 from greenroute.sim.cluster import uniform_cluster
 from greenroute.sim.engine import SimConfig, Simulation, prepare
 from greenroute.sim.scenario import Scenario
@@ -49,7 +49,12 @@ def calibration_scenario(rps: float, sigma: float, days: float = 0.5) -> Scenari
 
 
 def _run(prep, seed: int = 0) -> dict[str, float]:
-    sim = Simulation(prep, make_geo_policy("local-only"), "least-loaded", SimConfig(seed=seed))
+    sim = Simulation(
+        prep,
+        make_geo_policy("local-only"),
+        local_policy_factory("least-loaded"),
+        SimConfig(seed=seed),
+    )
     return sim.run().metrics
 
 

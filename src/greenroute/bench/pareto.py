@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from greenroute.errors import ConfigError, UnknownNameError
-from greenroute.objective import DEFAULT_SLO_PENALTY, PRESETS
-from greenroute.sim.types import ObjectiveWeights
+from greenroute.core.errors import ConfigError, UnknownNameError
+from greenroute.core.objective import DEFAULT_SLO_PENALTY, PRESETS
+from greenroute.core.types import ObjectiveWeights
 
 METRICS = ("carbon_kg", "water_m3", "cost_usd", "ttft_mean_s")
 WEIGHT_KEYS = ("carbon", "water", "cost", "latency")

@@ -73,17 +73,24 @@ def _peak_rss_mb() -> float:
 
 
 def child_request() -> dict:
-    from greenroute.policies.registry import make_geo_policy
+    from greenroute.policies.registry import local_policy_factory, make_geo_policy
     from greenroute.sim.engine import SimConfig, Simulation, prepare
 
     # warm up (compile or load the numba cache) on a tiny run
     warm = bench_scenario(0.02)
-    Simulation(prepare(warm, 1), make_geo_policy("lowest-carbon"), "least-loaded").run()
+    Simulation(
+        prepare(warm, 1), make_geo_policy("lowest-carbon"), local_policy_factory("least-loaded")
+    ).run()
     rss_before = _peak_rss_mb()
     t0 = time.perf_counter()
     prep = prepare(bench_scenario(), 0)
     t1 = time.perf_counter()
-    sim = Simulation(prep, make_geo_policy("lowest-carbon"), "least-loaded", SimConfig(seed=0))
+    sim = Simulation(
+        prep,
+        make_geo_policy("lowest-carbon"),
+        local_policy_factory("least-loaded"),
+        SimConfig(seed=0),
+    )
     res = sim.run()
     t2 = time.perf_counter()
     n = res.metrics["requests_total"]
@@ -100,9 +107,9 @@ def child_request() -> dict:
 
 
 def child_geo10() -> dict:
-    from greenroute.bench.scenarios import get_scenario
     from greenroute.data.paths import resolve_data_dir
-    from greenroute.policies.registry import make_geo_policy
+    from greenroute.policies.registry import local_policy_factory, make_geo_policy
+    from greenroute.scenarios import get_scenario
     from greenroute.sim.engine import SimConfig, Simulation, prepare
 
     data_dir = resolve_data_dir(os.environ.get("GREENROUTE_DATA_DIR") or _default_data())
@@ -110,7 +117,9 @@ def child_geo10() -> dict:
     for policy in ("local-only", "lowest-carbon"):
         t0 = time.perf_counter()
         prep = prepare(get_scenario("geo10"), 0, data_dir)
-        sim = Simulation(prep, make_geo_policy(policy), "least-loaded", SimConfig(seed=0))
+        sim = Simulation(
+            prep, make_geo_policy(policy), local_policy_factory("least-loaded"), SimConfig(seed=0)
+        )
         res = sim.run()
         out[f"{policy}_wall_s"] = time.perf_counter() - t0
         out[f"{policy}_carbon_kg"] = res.metrics["carbon_kg"]

@@ -123,6 +123,12 @@ class Case:
 CASES: dict[str, Case] = {
     c.name: c
     for c in (
+        Case(
+            "micro_1dgx",
+            1,
+            "4 hand-checkable requests on one instance (see micro_requests); per-request "
+            "values recorded.",
+        ),
         Case("azure_conv_1x", 40, "Azure conversation trace 2023, real arrival times."),
         Case("azure_conv_10x", 40, "Azure conversation trace, arrival times divided by 10."),
         Case(
@@ -203,9 +209,25 @@ def mixed_requests(rate_per_s: float, n: int = 4000, seed: int = 9) -> Requests:
     return Requests(arrival_s, prompt, output)
 
 
+def micro_requests() -> Requests:
+    """Four requests whose iteration timeline can be computed on paper from the profile.
+
+    splitwise-sim's timeline (instance debug log): [0, 0.1577] prefill r0 (1000 tok) alone;
+    [0.1577, 0.6382] prefill r1 (3000 > 2048 tok) alone, r0's decode waits; [0.6382, 0.8384]
+    mixed: prefills r2 + r3 (1200 tok) + first decodes of r0, r1, costed 1.1 x prompt(1202);
+    then decode-only iterations of 4, 3 and 3 (twice) requests at token(n) ~ 42.6 ms.
+    """
+    return Requests(
+        arrival_s=np.array([0.0, 0.049, 0.099, 0.119]),
+        prompt_tokens=np.array([1000, 3000, 500, 700]),
+        output_tokens=np.array([5, 3, 4, 6]),
+    )
+
+
 def case_requests(name: str, data_dir: Path = DEFAULT_DATA_DIR) -> Requests:
     """The requests of one case in ``CASES`` (seeded; identical on every call)."""
     builders = {
+        "micro_1dgx": micro_requests,
         "azure_conv_1x": lambda: azure_conv_requests(data_dir, 1.0),
         "azure_conv_10x": lambda: azure_conv_requests(data_dir, 10.0),
         "long_prompt_2dgx_moderate": lambda: long_prompt_requests(0.8),
@@ -325,6 +347,17 @@ def run_case(splitwise_dir: Path, case: Case, data_dir: Path) -> dict[str, objec
         "cpu_s": round(cpu_s, 2),
         "sim_loop_s": round(loop_s, 2),
         "requests_per_s_simulated": round(n_done / loop_s, 1) if loop_s > 0 else None,
+        **(
+            {
+                "per_request": {
+                    "request_id": [int(x) for x in np.atleast_1d(detailed["request_ids"])],
+                    "ttft_s": [float(x) for x in ttft],
+                    "e2e_s": [float(x) for x in e2e],
+                }
+            }
+            if n_done <= 20
+            else {}
+        ),
         "command": " ".join(cmd[1:]).replace(str(run_dir), "<run_dir>"),
     }
 

@@ -19,6 +19,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 BYTES_PER_FP16 = 2  # IEEE 754 half precision
+BYTES_PER_GB = 1e9  # the catalog's memory_gb and weight_bytes use decimal GB (SI)
+
+# Share of the instance's HBM kept free of weights and KV for the CUDA context, NCCL buffers,
+# activations and allocator fragmentation. Engineering assumption: vLLM's default
+# ``gpu_memory_utilization=0.9`` (vLLM EngineArgs) leaves the same 10 %.
+RUNTIME_RESERVE_FRACTION = 0.10
+
+# An instance is offered only if its KV capacity holds at least one full-length request of
+# this many tokens: 8,192 is the longest context of the catalog's models (Llama 3, Dubey et al.
+# 2024; Llama 2 has 4,096). Engineering threshold for "weights fit with room for KV".
+MIN_KV_TOKENS = 8192
 
 
 @dataclass(frozen=True)
@@ -80,7 +91,7 @@ LLMS: dict[str, LLM] = {
 
 
 def get_gpu(key: str) -> GPU:
-    from greenroute.errors import UnknownNameError
+    from greenroute.core.errors import UnknownNameError
 
     try:
         return GPUS[key]
@@ -89,9 +100,20 @@ def get_gpu(key: str) -> GPU:
 
 
 def get_llm(key: str) -> LLM:
-    from greenroute.errors import UnknownNameError
+    from greenroute.core.errors import UnknownNameError
 
     try:
         return LLMS[key]
     except KeyError:
         raise UnknownNameError("LLM", key, LLMS) from None
+
+
+def kv_capacity_bytes(llm: LLM, gpu: GPU, tp: int) -> float:
+    """``tp x HBM - weights - RUNTIME_RESERVE_FRACTION x tp x HBM`` (may be negative)."""
+    hbm_bytes = tp * gpu.memory_gb * BYTES_PER_GB
+    return hbm_bytes - llm.weight_bytes - RUNTIME_RESERVE_FRACTION * hbm_bytes
+
+
+def fits(llm: LLM, gpu: GPU, tp: int) -> bool:
+    """Weights fit in ``tp`` GPUs with room for at least one ``MIN_KV_TOKENS`` request."""
+    return kv_capacity_bytes(llm, gpu, tp) >= MIN_KV_TOKENS * llm.kv_bytes_per_token

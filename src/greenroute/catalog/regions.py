@@ -71,12 +71,30 @@ REGIONS: dict[str, Region] = {
     )
 }  # fmt: skip
 
+# Australian edge sites without hourly files: their signals are synthesised from published
+# climate normals and grid factors (greenroute.data.au_normals, which cites every figure).
+# Coordinates and elevations are the BoM stations' (typed; approximate).
+# Köppen classes are the commonly cited ones for each city (Beck et al. 2018 map not re-read).
+NORMALS_REGIONS: tuple[Region, ...] = (
+    _R("AU-QLD-BNE", "Australia - Queensland (Brisbane)", "AU-QLD", "Brisbane",
+           -27.4808, 153.0389, 8.0, "Australia/Brisbane", "oceania", "AU", "Cfa", False),
+    _R("AU-SA-ADL", "Australia - South Australia (Adelaide)", "AU-SA", "Adelaide",
+           -34.9257, 138.5832, 29.0, "Australia/Adelaide", "oceania", "AU", "Csa", False),
+    _R("AU-WA-PER", "Australia - Western Australia SWIS (Perth)", "AU-WA", "Perth",
+           -31.9192, 115.8728, 25.0, "Australia/Perth", "oceania", "AU", "Csa", False),
+    _R("AU-TAS-HBA", "Australia - Tasmania (Hobart)", "AU-TAS", "Hobart",
+           -42.8897, 147.3278, 51.0, "Australia/Hobart", "oceania", "AU", "Cfb", False),
+    _R("AU-NT-DRW", "Australia - Northern Territory DKIS (Darwin)", "AU-NT", "Darwin",
+           -12.4239, 130.8925, 30.0, "Australia/Darwin", "oceania", "AU", "Aw", False),
+)  # fmt: skip
+REGIONS.update({r.key: r for r in NORMALS_REGIONS})
+
 SIGNAL_REGIONS: tuple[str, ...] = tuple(sorted(k for k, r in REGIONS.items() if r.has_signals))
 
 
 def get_region(key: str) -> Region:
     """Return the region ``key`` or raise ``UnknownNameError`` listing the valid keys."""
-    from greenroute.errors import UnknownNameError
+    from greenroute.core.errors import UnknownNameError
 
     try:
         return REGIONS[key]

@@ -67,9 +67,9 @@ import numpy as np
 import pandas as pd
 from scipy import signal as sp_signal
 
-from greenroute.catalog.regions import Region
+from greenroute.catalog.regions import NORMALS_REGIONS, Region
+from greenroute.core.errors import UnknownNameError
 from greenroute.data.signals import AUD_TO_USD, HOURLY_COLUMNS, KWH_PER_MWH
-from greenroute.errors import UnknownNameError
 
 __all__ = [
     "AUD_TO_USD",
@@ -297,20 +297,8 @@ GRID_FIGURES: dict[str, GridFigures] = {
 # (isolated grids, no hourly data) take NSW's carbon shape as a coal/gas + rooftop-solar
 # system; a modelling choice, not data.
 
-# Catalog entries. Coordinates and elevations are the BoM stations' (typed; approximate).
-# Köppen classes are the commonly cited ones for each city (Beck et al. 2018 map not re-read).
-AU_REGIONS: tuple[Region, ...] = (
-    Region("AU-QLD-BNE", "Australia - Queensland (Brisbane)", "AU-QLD", "Brisbane",
-           -27.4808, 153.0389, 8.0, "Australia/Brisbane", "oceania", "AU", "Cfa", False),
-    Region("AU-SA-ADL", "Australia - South Australia (Adelaide)", "AU-SA", "Adelaide",
-           -34.9257, 138.5832, 29.0, "Australia/Adelaide", "oceania", "AU", "Csa", False),
-    Region("AU-WA-PER", "Australia - Western Australia SWIS (Perth)", "AU-WA", "Perth",
-           -31.9192, 115.8728, 25.0, "Australia/Perth", "oceania", "AU", "Csa", False),
-    Region("AU-TAS-HBA", "Australia - Tasmania (Hobart)", "AU-TAS", "Hobart",
-           -42.8897, 147.3278, 51.0, "Australia/Hobart", "oceania", "AU", "Cfb", False),
-    Region("AU-NT-DRW", "Australia - Northern Territory DKIS (Darwin)", "AU-NT", "Darwin",
-           -12.4239, 130.8925, 30.0, "Australia/Darwin", "oceania", "AU", "Aw", False),
-)  # fmt: skip
+# Catalog entries (coordinates, Köppen classes) live in greenroute.catalog.regions.
+AU_REGIONS: tuple[Region, ...] = NORMALS_REGIONS
 _REGION_BY_KEY = {r.key: r for r in AU_REGIONS}
 _SOURCE_TZ = {"AU-NSW": "Australia/Sydney", "AU-VIC": "Australia/Melbourne"}
 
@@ -599,7 +587,7 @@ def hourly_signals(
 ) -> pd.DataFrame:
     """Hourly signals of an Australian normals region with the columns of
     :data:`greenroute.data.signals.HOURLY_COLUMNS` on a tz-aware UTC hourly index of exactly
-    ``hours`` rows (the :data:`~greenroute.sim.signals.SIGNAL_SOURCES` contract)."""
+    ``hours`` rows (what greenroute.sim.signals expects of a signal source)."""
     city, g = _city(key), GRID_FIGURES[key]
     index = _utc_index(start_utc, hours)
     weather = hourly_weather(city.key, index, seed, anomaly=anomaly)

@@ -55,7 +55,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from greenroute.catalog.hardware import get_gpu, get_llm
+from greenroute.catalog.hardware import (
+    MIN_KV_TOKENS,
+    RUNTIME_RESERVE_FRACTION,
+    fits,
+    get_gpu,
+    get_llm,
+)
+from greenroute.core.errors import DataFormatError
 from greenroute.data.paths import file_sha256
 from greenroute.data.perf import (
     SPLITWISE_RELPATH,
@@ -65,7 +72,6 @@ from greenroute.data.perf import (
     vidur_linear_time_ms,
     vidur_mlp_path,
 )
-from greenroute.errors import DataFormatError
 
 FORMAT = "greenroute-perf-knots/1"
 DEFAULT_OUT = Path(__file__).resolve().parent / "embedded" / "perf_knots.json"
@@ -171,8 +177,6 @@ def linear_time_ratio(
 
 def build_perf_knots(data_dir: str | Path) -> dict[str, Any]:
     """The whole knot table as a JSON-ready dict (deterministic for given input files)."""
-    from greenroute.physics.llm_perf import MIN_KV_TOKENS, RUNTIME_RESERVE_FRACTION, fits
-
     data_dir = Path(data_dir)
     sw_path = splitwise_path(data_dir)
     frame = load_splitwise_perf(sw_path)

@@ -16,9 +16,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from greenroute.core.errors import ConfigError, GreenrouteError
 from greenroute.data.paths import resolve_data_dir
 from greenroute.data.profiles import EMBEDDED_PROFILES_PATH, build_profiles, save_profiles
-from greenroute.errors import ConfigError, GreenrouteError
 
 
 def main(argv: Sequence[str] | None = None) -> int:

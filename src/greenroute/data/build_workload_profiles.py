@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from greenroute.core.errors import GreenrouteError
 from greenroute.data.paths import file_sha256, resolve_data_dir
 from greenroute.data.traces import (
     ALIBABA_GENAI_RELPATH,
@@ -52,7 +53,6 @@ from greenroute.data.workload import (
     fit_length_model,
     length_stats,
 )
-from greenroute.errors import GreenrouteError
 
 FORMAT_VERSION = 1
 DEFAULT_OUT = Path(__file__).resolve().parent / "embedded" / PROFILES_RESOURCE

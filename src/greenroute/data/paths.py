@@ -6,7 +6,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from greenroute.errors import DataFormatError
+from greenroute.core.errors import DataFormatError
 
 ENV_VAR = "GREENROUTE_DATA_DIR"
 

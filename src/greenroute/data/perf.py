@@ -7,7 +7,7 @@
   profiles (Agrawal et al., "Vidur", MLSys 2024; MIT), times in ms per layer.
 
 Every loader checks the columns it needs and the values in them, and raises
-:class:`~greenroute.errors.DataFormatError` naming the file and the 1-based line of the first bad
+:class:`DataFormatError` naming the file and the 1-based line of the first bad
 row (line 1 is the header). The frames returned keep the files' own column names and units.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from greenroute.errors import DataFormatError
+from greenroute.core.errors import DataFormatError
 
 SPLITWISE_RELPATH = "perf/splitwise_perf_model.csv"
 VIDUR_DIR_RELPATH = "perf/vidur"
@@ -69,7 +69,7 @@ def vidur_mlp_path(data_dir: str | Path, gpu: str, perf_key: str) -> Path:
     try:
         sku = VIDUR_SKU_BY_GPU[gpu]
     except KeyError:
-        from greenroute.errors import UnknownNameError
+        from greenroute.core.errors import UnknownNameError
 
         raise UnknownNameError("vidur GPU", gpu, VIDUR_SKU_BY_GPU) from None
     return Path(data_dir) / VIDUR_DIR_RELPATH / f"{sku}_{perf_key}_mlp.csv.gz"

@@ -41,6 +41,7 @@ import pandas as pd
 from scipy import optimize, special
 from scipy import signal as sp_signal
 
+from greenroute.core.errors import ConfigError, DataFormatError, UnknownNameError
 from greenroute.data.signals import (
     DUPLICATED_PRICE_YEARS,
     SIGNAL_COLUMNS,
@@ -51,7 +52,6 @@ from greenroute.data.signals import (
     price_correction,
     to_utc_timestamp,
 )
-from greenroute.errors import ConfigError, DataFormatError, UnknownNameError
 
 __all__ = [
     "EMBEDDED_PROFILES_PATH",

@@ -8,7 +8,7 @@ Three file families per region, located through the hand-made index ``grid/regio
 * weather (Open-Meteo, with a derived ``datetime_utc`` column): :func:`load_weather`.
 
 :func:`load_region_signals` joins the three on an hourly UTC window. Every loader checks its
-file strictly and raises one :class:`~greenroute.errors.DataFormatError` naming the file and the
+file strictly and raises one :class:`DataFormatError` naming the file and the
 1-based line (header = line 1) of the first bad row; no pandas exception leaks. Parsed files are
 cached on (resolved path, mtime, size) because scenarios load many windows of the same files.
 """
@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from greenroute.core.errors import ConfigError, DataFormatError, UnknownNameError
 from greenroute.data.paths import resolve_data_dir
-from greenroute.errors import ConfigError, DataFormatError, UnknownNameError
 
 __all__ = [
     "DUPLICATED_PRICE_YEARS",
@@ -410,10 +410,23 @@ def _parse_regions_index(path: Path) -> pd.DataFrame:
 # =============================================================================================
 # Cache
 # =============================================================================================
+# Version of the parsers' output: part of every disk-cache key (data/cache.py), so entries
+# written by an older parser are never read. Bump it whenever a parser's result changes.
+PARSER_FORMAT_VERSION = 1
+
+
 @functools.lru_cache(maxsize=128)
-def _cached(kind: str, path: str, mtime_ns: int, size: int, extra: str) -> Any:
+def _cached(kind: str, path: str, mtime_ns: int, size: int, extra: str, disk: bool) -> Any:
     del mtime_ns, size  # part of the key only: a rewritten file is parsed again
     file = Path(path)
+    if disk and kind != "regions":  # parsed series are also kept on disk (data/cache.py)
+        from greenroute.data.cache import cached_parse
+
+        return cached_parse(kind, file, extra, PARSER_FORMAT_VERSION, _parse)
+    return _parse(kind, file, extra)
+
+
+def _parse(kind: str, file: Path, extra: str) -> Any:
     if kind == "ci":
         return _parse_carbon_intensity(file)
     if kind == "price":
@@ -434,7 +447,9 @@ def _load(kind: str, path: str | Path, extra: str = "") -> Any:
         raise DataFormatError(file, "file not found") from None
     except OSError as exc:
         raise DataFormatError(file, f"cannot read file ({exc.strerror or exc})") from None
-    return _cached(kind, str(resolved), stat.st_mtime_ns, stat.st_size, extra)
+    from greenroute.data.cache import enabled
+
+    return _cached(kind, str(resolved), stat.st_mtime_ns, stat.st_size, extra, enabled())
 
 
 def clear_cache() -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from greenroute.errors import DataFormatError
+from greenroute.core.errors import DataFormatError
 
 # Paths relative to the data directory (shared/data/PROVENANCE.md §1).
 AZURE_CODE_RELPATH = Path("llm_traces/azure_llm_2023_code.csv")

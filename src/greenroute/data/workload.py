@@ -40,7 +40,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 import pandas as pd
 
-from greenroute.errors import ConfigError, DataFormatError, UnknownNameError
+from greenroute.core.errors import ConfigError, DataFormatError, UnknownNameError
 
 CLASS_INTERACTIVE = 0
 CLASS_DEFERRABLE = 1

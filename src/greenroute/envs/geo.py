@@ -20,8 +20,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from greenroute.core.errors import ConfigError
 from greenroute.envs.geo_core import GeoCore
-from greenroute.errors import ConfigError
 from greenroute.policies.rl import features as F
 
 OBS_MODES = ("fixed", "scale-free")

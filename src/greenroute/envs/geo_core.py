@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from greenroute.sim.types import ClusterInfo, Observation, Plan
+from greenroute.core.types import ClusterInfo, Observation, Plan
+from greenroute.policies.registry import local_policy_factory
 
 REWARD_WEIGHTS = {"thru": 1.0, "carbon": 1.0, "sla": 0.3, "age": 0.05}  # seed 000 gives no values
 
@@ -59,8 +60,8 @@ class GeoCore:
         data_dir: str | None = None,
         reward_weights: dict | None = None,
     ) -> None:
-        from greenroute.api import resolve_scenario
         from greenroute.data.paths import resolve_data_dir
+        from greenroute.scenarios import resolve_scenario
 
         self.scenario_name = scenario
         self.sc = resolve_scenario(scenario, days=days, fidelity="fluid")
@@ -73,14 +74,14 @@ class GeoCore:
         self.obs: Observation | None = None
 
     def _prepared(self, seed: int):
-        from greenroute.api import reference_scales
         from greenroute.sim.engine import prepare
+        from greenroute.sim.reference import reference_scales
 
         if seed not in self._preps:
             if len(self._preps) >= 4:
                 self._preps.pop(next(iter(self._preps)))
             prep = prepare(self.sc, seed=seed, data_dir=self.data_dir)
-            reference_scales(prep)
+            reference_scales(prep, local_policy_factory("least-loaded"))
             self._preps[seed] = prep
         return self._preps[seed]
 
@@ -91,7 +92,10 @@ class GeoCore:
         prep = self._prepared(seed)
         scales = dict(prep.reference_scales)
         self.sim = Simulation(
-            prep, _EnvDriven(), "least-loaded", SimConfig(seed=seed, objective_scales=scales)
+            prep,
+            _EnvDriven(),
+            local_policy_factory("least-loaded"),
+            SimConfig(seed=seed, objective_scales=scales),
         )
         self.sim.begin(reset_policy=False)
         n_e = self.sc.n_epochs

@@ -47,7 +47,8 @@ Server state (section IV), per server, scaled so that every entry is O(1)
     concurrency), i.e. the paper's "load"; mean response time of the server's last 20
     completions / the 2 s SLO (0 before any completion); active requests / max concurrency.
     With three servers the observation has 16 + 12 = 28 entries (the paper: "approximately
-    forty"). ``obs="extended"`` (not in the paper; used by ``greenroute.bench.rl_seed002``)
+    forty"). ``obs="extended"`` (not in the paper; used by
+    ``greenroute.bench.load_balancing_tables``)
     adds two per server, computed from the same state: an at-capacity flag and this
     request's estimated response time / 2 s (``tokens / TPS`` plus, when every slot is busy,
     the work left per slot as the wait), 34 entries in all.
@@ -92,10 +93,8 @@ Episode metrics (``info["episode_metrics"]`` on the last step)
 from __future__ import annotations
 
 import functools
-import heapq
 import math
 import warnings
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,285 +104,34 @@ import numpy as np
 import pandas as pd
 from gymnasium import spaces
 
-from greenroute.errors import ConfigError
-
-ENV_ID = "greenroute/LoadBalancing-v0"
-OBS_VERSION = 1
-SCENARIOS = ("lb-nominal", "lb-highload")
-SPLITS = ("train", "eval")
-TRAIN_FRACTION = 0.7  # first 70 % of the stream's time span
-DEFAULT_EPISODE_REQUESTS = 1000
-QUEUE_LIMIT = 1000  # section IV
-SLO_S = 2.0  # section VI.B
-RT_WINDOW = 20  # "recent completions": the last 20 on the server
-SYNTHETIC_SEED = 2002
-
-# Reward weights, section IV.
-W_PROCESSING = -0.01
-W_QUEUE = -0.1
-OVERLOAD_PENALTY = -10.0
-W_BALANCE = 0.1
-SERVED_REWARD = 1.0
-SLO_PENALTY = -5.0
-BALANCE_EPS = 1e-6
-REWARD_TERMS = ("processing", "queue", "overload", "balance", "served", "slo")
-
-ROLL_WINDOWS = (5, 10, 20)
-CALENDAR_FEATURES = ("hour", "day_of_week", "day_of_month", "iso_week")
-CALENDAR_PERIODS = {"hour": 24.0, "day_of_week": 7.0, "day_of_month": 31.0, "iso_week": 53.0}
-REQUEST_FEATURES = (
-    *CALENDAR_FEATURES,
-    "total_tokens",
-    "context_tokens",
-    "generated_tokens",
-    *(f"roll_{stat}_{w}" for w in ROLL_WINDOWS for stat in ("mean", "std")),
-    "lag1_total",
-    "lag1_context",
-    "lag1_generated",
+from greenroute.core.errors import ConfigError
+from greenroute.policies.rl.lb_features import (
+    DEFAULT_EPISODE_REQUESTS,
+    OBS_VERSION,
+    OVERLOAD_PENALTY,
+    REQUEST_FEATURES,
+    REWARD_TERMS,
+    SCENARIOS,
+    SERVED_REWARD,
+    SLO_PENALTY,
+    SLO_S,
+    SPLITS,
+    SYNTHETIC_SEED,
+    TRAIN_FRACTION,
+    W_BALANCE,
+    W_PROCESSING,
+    W_QUEUE,
+    RobustScaler,
+    balance_metric,
+    calendar_fallback_scale,
+    raw_request_features,
+    server_feature_names,
+    server_features,
 )
-SERVER_FEATURES = ("queue_per_slot", "load", "recent_rt_per_slo", "active_per_slot")
-# obs="extended" adds, per server, two features derived from the same state (not in the
-# paper): an at-capacity flag and this request's estimated response time on the server.
-EXTENDED_SERVER_FEATURES = (*SERVER_FEATURES, "at_capacity", "est_rt_per_slo")
-OBS_MODES = ("paper", "extended")
+from greenroute.sim.fifo_farm import QUEUE_LIMIT, ServerFarm
 
-
-def server_feature_names(obs: str) -> tuple[str, ...]:
-    if obs not in OBS_MODES:
-        raise ConfigError(f"obs must be one of {OBS_MODES}, got {obs!r}")
-    return SERVER_FEATURES if obs == "paper" else EXTENDED_SERVER_FEATURES
-
-
-HISTORY_NEEDED = max(ROLL_WINDOWS)  # rows of history that fix the last row's features
-
-# The synthetic fallback's size (the code trace's: PROVENANCE section 1).
+# synthetic stand-in streams (requests, span s) when no data directory is configured
 _SYNTH = {"lb-nominal": (8819, 3436.0), "lb-highload": (5000, 1000.0)}
-
-
-# --------------------------------------------------------------------------- scaler
-@dataclass(frozen=True)
-class RobustScaler:
-    """sklearn's RobustScaler (median / interquartile range), without sklearn.
-
-    ``x' = (x - median) / (q75 - q25)``. A column whose IQR is 0 gets ``fallback_scale``
-    (sklearn: 1).
-    """
-
-    center: np.ndarray
-    scale: np.ndarray
-
-    @staticmethod
-    def fit(x: np.ndarray, fallback_scale: np.ndarray | None = None) -> RobustScaler:
-        x = np.asarray(x, dtype=np.float64)
-        if x.ndim != 2 or x.shape[0] == 0:
-            raise ConfigError("RobustScaler.fit needs a non-empty 2-D array")
-        q25, med, q75 = np.percentile(x, [25.0, 50.0, 75.0], axis=0)
-        scale = q75 - q25
-        fb = np.ones(x.shape[1]) if fallback_scale is None else np.asarray(fallback_scale, float)
-        scale = np.where(scale > 1e-12, scale, fb)
-        return RobustScaler(med, scale)
-
-    def transform(self, x: np.ndarray) -> np.ndarray:
-        return (np.asarray(x, dtype=np.float64) - self.center) / self.scale
-
-    def to_dict(self) -> dict:
-        return {"center": self.center.tolist(), "scale": self.scale.tolist()}
-
-    @staticmethod
-    def from_dict(d: dict) -> RobustScaler:
-        return RobustScaler(np.asarray(d["center"], float), np.asarray(d["scale"], float))
-
-
-def _rolling(x: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray]:
-    """pandas ``rolling(w, min_periods=1)`` mean and std (ddof 1; NaN -> 0), row by row."""
-    n = x.size
-    pad = np.concatenate([np.full(w - 1, np.nan), x])
-    win = np.lib.stride_tricks.sliding_window_view(pad, w)[:n]
-    valid = ~np.isnan(win)
-    cnt = valid.sum(axis=1)
-    vals = np.where(valid, win, 0.0)
-    mean = vals.sum(axis=1) / cnt
-    dev = np.where(valid, win - mean[:, None], 0.0)
-    var = (dev * dev).sum(axis=1) / np.maximum(cnt - 1, 1)
-    std = np.where(cnt > 1, np.sqrt(var), 0.0)
-    return mean, std
-
-
-def raw_request_features(
-    timestamps: np.ndarray, prompt: np.ndarray, output: np.ndarray
-) -> np.ndarray:
-    """Unscaled section-III features, one row per request, columns :data:`REQUEST_FEATURES`.
-
-    Row ``i`` depends on rows ``i - 19 .. i`` only, so a caller that keeps the last 20
-    requests gets the same last row as one that has the whole history.
-    """
-    ts = pd.DatetimeIndex(np.asarray(timestamps, dtype="datetime64[ns]"))
-    p = np.asarray(prompt, dtype=np.float64)
-    o = np.asarray(output, dtype=np.float64)
-    total = p + o
-    cols = [
-        ts.hour.to_numpy(float),
-        ts.day_of_week.to_numpy(float),
-        ts.day.to_numpy(float),
-        ts.isocalendar().week.to_numpy(dtype=float),
-        total,
-        p,
-        o,
-    ]
-    for w in ROLL_WINDOWS:
-        cols.extend(_rolling(total, w))
-
-    def lag(a: np.ndarray) -> np.ndarray:
-        return np.concatenate([[0.0], a[:-1]]) if a.size else a
-
-    cols += [lag(total), lag(p), lag(o)]
-    return np.column_stack(cols)
-
-
-def calendar_fallback_scale() -> np.ndarray:
-    return np.array([CALENDAR_PERIODS.get(n, 1.0) for n in REQUEST_FEATURES])
-
-
-def server_features(
-    queued: np.ndarray,
-    tokens_in_flight: np.ndarray,
-    recent_rt_s: np.ndarray,
-    active: np.ndarray,
-    tps: np.ndarray,
-    slots: np.ndarray,
-    *,
-    obs: str = "paper",
-    backlog_s: np.ndarray | None = None,
-    tokens: float = 0.0,
-) -> np.ndarray:
-    """Section IV server state, scaled (module docstring); flattened server by server.
-
-    ``obs="extended"`` also needs ``backlog_s`` (work left on the server / its slots, as the
-    simulator's ``ServerView.backlog_s``) and the request's ``tokens``: the estimated
-    response time is ``tokens / tps`` plus, when every slot is busy, ``backlog_s`` as the
-    wait (an estimate: the exact wait is when the next slot frees after the queue ahead).
-    """
-    active = np.asarray(active, float)
-    cols = [
-        np.asarray(queued, float) / slots,
-        np.asarray(tokens_in_flight, float) / (tps * slots),
-        np.asarray(recent_rt_s, float) / SLO_S,
-        active / slots,
-    ]
-    if obs == "extended":
-        full = (active >= slots).astype(float)
-        est = tokens / tps + full * np.asarray(backlog_s, float)
-        cols += [full, est / SLO_S]
-    elif obs != "paper":
-        raise ConfigError(f"obs must be one of {OBS_MODES}, got {obs!r}")
-    return np.column_stack(cols).reshape(-1)
-
-
-def balance_metric(load: np.ndarray) -> float:
-    """Section IV: ``1 - std(load) / (mean(load) + eps)`` (population std)."""
-    load = np.asarray(load, dtype=np.float64)
-    return float(1.0 - load.std() / (load.mean() + BALANCE_EPS))
-
-
-# --------------------------------------------------------------------------- servers
-class ServerFarm:
-    """Heterogeneous servers with a token rate, concurrency slots and a FIFO queue each.
-
-    Service is deterministic (``tokens / tps``) and FIFO per server, so a request's start and
-    finish are known when it is assigned: it takes the slot that frees first, no earlier than
-    its arrival. ``advance(t)`` processes completions up to ``t``.
-    """
-
-    def __init__(
-        self,
-        tps: Sequence[float],
-        slots: Sequence[int],
-        queue_limit: int = QUEUE_LIMIT,
-        rt_window: int = RT_WINDOW,
-    ) -> None:
-        self.tps = np.asarray(tps, dtype=np.float64)
-        self.slots = np.asarray(slots, dtype=np.int64)
-        if self.tps.shape != self.slots.shape or self.tps.size == 0:
-            raise ConfigError("servers need one (tps, max concurrency) pair each")
-        if np.any(self.tps <= 0) or np.any(self.slots < 1):
-            raise ConfigError("servers need tps > 0 and max concurrency >= 1")
-        self.n = int(self.tps.size)
-        self.queue_limit = int(queue_limit)
-        self.rt_window = int(rt_window)
-        self.reset()
-
-    def reset(self, t: float = 0.0) -> None:
-        self.now = float(t)
-        self._slot_free = [[-math.inf] * int(c) for c in self.slots]
-        self._heap: list = []  # (finish, seq, server, arrival, tokens)
-        self._seq = 0
-        self._qstarts = [deque() for _ in range(self.n)]  # start times of waiting requests
-        self.n_inflight = np.zeros(self.n, dtype=np.int64)  # running + waiting
-        self.tokens_in_flight = np.zeros(self.n)
-        self._rts = [deque(maxlen=self.rt_window) for _ in range(self.n)]
-
-    # state at ``now``
-    def queued(self) -> np.ndarray:
-        return np.array([len(q) for q in self._qstarts], dtype=np.int64)
-
-    def active(self) -> np.ndarray:
-        return self.n_inflight - self.queued()
-
-    def at_capacity(self, s: int) -> bool:
-        return min(self._slot_free[s]) > self.now
-
-    def load(self) -> np.ndarray:
-        return self.tokens_in_flight / (self.tps * self.slots)
-
-    def backlog_s(self) -> np.ndarray:
-        """Work left (running + queued seconds) per slot, like ``ServerView.backlog_s``."""
-        now = self.now
-        return (
-            np.array([sum(f - now for f in fr if f > now) for fr in self._slot_free]) / self.slots
-        )
-
-    def recent_rt(self) -> np.ndarray:
-        return np.array([sum(d) / len(d) if d else 0.0 for d in self._rts])
-
-    def advance(self, t: float) -> list[tuple[int, float]]:
-        """Move the clock to ``t`` (>= now); return the (server, response time) completed."""
-        if t < self.now:
-            t = self.now
-        done = []
-        heap = self._heap
-        while heap and heap[0][0] <= t:
-            finish, _, s, arrival, tokens = heapq.heappop(heap)
-            self.n_inflight[s] -= 1
-            self.tokens_in_flight[s] -= tokens
-            rt = finish - arrival
-            self._rts[s].append(rt)
-            done.append((s, rt))
-        for q in self._qstarts:
-            while q and q[0] <= t:
-                q.popleft()
-        self.now = float(t)
-        return done
-
-    def assign(self, s: int, tokens: float, arrival: float) -> tuple[float, float] | None:
-        """Admit a request arriving now on server ``s``: (start, finish), or None if dropped."""
-        if len(self._qstarts[s]) >= self.queue_limit:
-            return None
-        free = self._slot_free[s]
-        j = min(range(len(free)), key=free.__getitem__)
-        start = max(self.now, free[j])
-        finish = start + tokens / self.tps[s]
-        free[j] = finish
-        if start > self.now:
-            self._qstarts[s].append(start)
-        self.n_inflight[s] += 1
-        self.tokens_in_flight[s] += tokens
-        heapq.heappush(self._heap, (finish, self._seq, s, arrival, float(tokens)))
-        self._seq += 1
-        return start, finish
-
-    def drain(self) -> list[tuple[int, float]]:
-        """Run until every admitted request has completed."""
-        return self.advance(max((h[0] for h in self._heap), default=self.now))
 
 
 # --------------------------------------------------------------------------- streams
@@ -426,7 +174,7 @@ class LBStream:
 
 def lb_servers(scenario: str) -> tuple[list[tuple[float, int]], int]:
     """((tps, max concurrency) per server, queue limit) of an ``lb-*`` scenario."""
-    from greenroute.bench.scenarios import get_scenario
+    from greenroute.scenarios import get_scenario
 
     sc = get_scenario(scenario)
     rc = sc.cluster.regions[0]
@@ -440,8 +188,8 @@ def lb_servers(scenario: str) -> tuple[list[tuple[float, int]], int]:
 
 @functools.lru_cache(maxsize=8)
 def _load_stream(scenario: str, data_dir: str | None) -> LBStream:
-    from greenroute.bench.scenarios import get_scenario
     from greenroute.data import workload as W
+    from greenroute.scenarios import get_scenario
     from greenroute.sim.scenario import TraceWorkload
 
     sc = get_scenario(scenario)
@@ -449,7 +197,13 @@ def _load_stream(scenario: str, data_dir: str | None) -> LBStream:
     if not isinstance(wl, TraceWorkload):
         raise ConfigError(f"scenario {scenario} does not replay a trace")
     path = sc.trace_path(Path(data_dir)) if data_dir else None
-    if path is not None and path.is_file():
+    if path is not None and not path.is_file():
+        raise ConfigError(
+            f"data directory {data_dir} has no {wl.file} (needed by scenario {scenario}); "
+            "point data_dir / $GREENROUTE_DATA_DIR at the shared data or leave it unset for a "
+            "synthetic stream"
+        )
+    if path is not None:
         from greenroute.data.traces import load_azure_llm_trace
 
         df = load_azure_llm_trace(path)

@@ -29,8 +29,8 @@ from greenroute.physics.facility import (
     get_facility_model,
 )
 from greenroute.physics.llm_perf import (
-    AVAILABLE_PERF,
     PerfModel,
+    available_perf,
     perf_model,
     throughput_perf_model,
 )
@@ -51,7 +51,6 @@ from greenroute.physics.water import (
 
 __all__ = [
     "AIR_COOLED",
-    "AVAILABLE_PERF",
     "COOLING_KINDS",
     "COOLING_PLANTS",
     "FACILITY_PRESETS",
@@ -65,6 +64,7 @@ __all__ = [
     "MarlinFacility",
     "PerfModel",
     "ServerPower",
+    "available_perf",
     "blowdown_l",
     "chiller_cop",
     "cooling_energy_kwh",

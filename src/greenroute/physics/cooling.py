@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import ArrayLike
 
-from greenroute.errors import ConfigError, UnknownNameError
+from greenroute.core.errors import ConfigError, UnknownNameError
 
 KELVIN_OFFSET_K = 273.15  # 0 °C in kelvin (SI)
 

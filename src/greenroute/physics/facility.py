@@ -34,7 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from greenroute.errors import ConfigError, UnknownNameError
+from greenroute.core.errors import ConfigError, UnknownNameError
 from greenroute.physics import cooling as _cooling
 from greenroute.physics import water as _water
 

@@ -14,8 +14,8 @@ Its curves are piecewise linear through measured knots, with linear extrapolatio
 Models that Splitwise did not profile (Llama-2-7B, Llama-3-8B, Llama-3-70B) are the measured
 Llama-2-70B curve scaled by vidur's measured linear-layer time ratio (see
 ``greenroute.data.build_perf_knots`` for the derivation and its caveats). The knots ship in
-``greenroute/data/embedded/perf_knots.json``; ``perf_model(..., data_dir=DIR)`` rebuilds them
-from the raw tables instead.
+``greenroute/data/embedded/perf_knots.json``; :mod:`greenroute.data.perf_knots` loads them (or
+rebuilds them from the raw tables of a data directory) and passes the table in.
 
 KV cache (DESIGN "LLM service time"; MARLIN eq. 1): a request holding ``t`` tokens uses
 ``kv_bytes_per_token x t`` bytes; the instance can hold ``kv_capacity_bytes`` of KV in total.
@@ -25,31 +25,22 @@ the slowest link between local storage and HBM.
 
 from __future__ import annotations
 
-import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from greenroute.catalog.hardware import GPU, LLM, get_gpu, get_llm
-from greenroute.errors import ConfigError, UnknownNameError
-
-BYTES_PER_GB = 1e9  # the catalog's memory_gb and weight_bytes use decimal GB (SI)
-
-# Share of the instance's HBM kept free of weights and KV for the CUDA context, NCCL buffers,
-# activations and allocator fragmentation. Engineering assumption: vLLM's default
-# ``gpu_memory_utilization=0.9`` (vLLM EngineArgs) leaves the same 10 %.
-RUNTIME_RESERVE_FRACTION = 0.10
-
-# An instance is offered only if its KV capacity holds at least one full-length request of
-# this many tokens: 8,192 is the longest context of the catalog's models (Llama 3, Dubey et al.
-# 2024; Llama 2 has 4,096). Engineering threshold for "weights fit with room for KV".
-MIN_KV_TOKENS = 8192
+from greenroute.catalog.hardware import (
+    BYTES_PER_GB,
+    LLM,
+    get_gpu,
+    get_llm,
+    kv_capacity_bytes,
+)
+from greenroute.core.errors import ConfigError, UnknownNameError
 
 # Cold load, slowest link from local storage to HBM (MARLIN §3.1: LA_load = MF_v / BW_n).
 # Local NVMe: DGX A100 data sheet (2020): 4 x 3.84 TB U.2 NVMe data drives; DGX H100 data sheet
@@ -65,7 +56,6 @@ PCIE_H2D_GB_PER_S_BY_GPU: dict[str, float] = {"a100-80gb": 31.5, "h100-80gb": 63
 # stand-in for "unbounded" that still fits an int32 array.
 UNBOUNDED_BATCH = 2**31 - 1
 
-EMBEDDED_KNOTS_RESOURCE = ("greenroute.data", "embedded/perf_knots.json")
 MS_PER_S = 1000.0
 
 
@@ -150,17 +140,6 @@ class PerfModel:
         return int(min(max(n, 0), UNBOUNDED_BATCH))
 
 
-def kv_capacity_bytes(llm: LLM, gpu: GPU, tp: int) -> float:
-    """``tp x HBM - weights - RUNTIME_RESERVE_FRACTION x tp x HBM`` (may be negative)."""
-    hbm_bytes = tp * gpu.memory_gb * BYTES_PER_GB
-    return hbm_bytes - llm.weight_bytes - RUNTIME_RESERVE_FRACTION * hbm_bytes
-
-
-def fits(llm: LLM, gpu: GPU, tp: int) -> bool:
-    """Weights fit in ``tp`` GPUs with room for at least one ``MIN_KV_TOKENS`` request."""
-    return kv_capacity_bytes(llm, gpu, tp) >= MIN_KV_TOKENS * llm.kv_bytes_per_token
-
-
 def load_bandwidth_gb_s(gpu_key: str, tp: int) -> float:
     """Slowest link from local NVMe to the ``tp`` GPUs' HBM: min(striped NVMe read, tp x PCIe)."""
     try:
@@ -176,33 +155,20 @@ def cold_load_s(llm: LLM, gpu_key: str, tp: int) -> float:
     return llm.weight_bytes / (load_bandwidth_gb_s(gpu_key, tp) * BYTES_PER_GB)
 
 
-@cache
-def _embedded_table() -> dict[str, Any]:
-    package, name = EMBEDDED_KNOTS_RESOURCE
-    text = resources.files(package).joinpath(name).read_text(encoding="utf-8")
-    return json.loads(text)
-
-
-@cache
-def _table_from_data(data_dir: str) -> dict[str, Any]:
-    from greenroute.data.build_perf_knots import build_perf_knots
-
-    return build_perf_knots(data_dir)
-
-
-def _entries(table: dict[str, Any]) -> dict[tuple[str, str, int], dict[str, Any]]:
+def _entries(table: Mapping[str, Any]) -> dict[tuple[str, str, int], dict[str, Any]]:
     return {(e["model"], e["gpu"], int(e["tp"])): e for e in table["entries"]}
 
 
-def _available(table: dict[str, Any]) -> tuple[tuple[str, str, int], ...]:
+def available_perf(table: Mapping[str, Any]) -> tuple[tuple[str, str, int], ...]:
+    """The ``(model, gpu, tp)`` combinations a knot table holds."""
     return tuple(sorted(_entries(table)))
 
 
-def perf_model(model: str, gpu: str, tp: int, *, data_dir: str | Path | None = None) -> PerfModel:
-    """The serving instance ``(model, gpu, tp)`` from the embedded knots (or ``data_dir``)."""
+def perf_model(model: str, gpu: str, tp: int, table: Mapping[str, Any]) -> PerfModel:
+    """The serving instance ``(model, gpu, tp)`` from a knot table loaded by
+    :mod:`greenroute.data.perf_knots` (physics reads no files)."""
     llm = get_llm(model)
     hw = get_gpu(gpu)
-    table = _embedded_table() if data_dir is None else _table_from_data(str(data_dir))
     entries = _entries(table)
     key = (model, gpu, int(tp))
     if key not in entries:
@@ -246,13 +212,3 @@ def throughput_perf_model(tokens_per_s: float, name: str = "tps") -> PerfModel:
         kv_capacity_bytes=math.inf,
         cold_load_s=0.0,
     )
-
-
-def _load_available() -> tuple[tuple[str, str, int], ...]:
-    try:
-        return _available(_embedded_table())
-    except (FileNotFoundError, KeyError, json.JSONDecodeError):  # table not generated yet
-        return ()
-
-
-AVAILABLE_PERF: tuple[tuple[str, str, int], ...] = _load_available()

@@ -18,7 +18,7 @@ from typing import Final
 import numpy as np
 from numpy.typing import ArrayLike
 
-from greenroute.errors import UnknownNameError
+from greenroute.core.errors import UnknownNameError
 
 J_PER_KWH = 3.6e6  # 1 kWh = 3.6 MJ (SI)
 L_PER_M3 = 1000.0

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from greenroute.core.errors import ConfigError
+from greenroute.core.types import N_CLASSES, ClusterInfo, Observation, Plan
 from greenroute.policies.registry import register_geo_policy
-from greenroute.sim.types import N_CLASSES, ClusterInfo, Observation, Plan
 
 DEFAULT_TARGET_UTILISATION = 0.6  # headroom so queues stay short: at 0.8 the demo misses its
 # 2 s TTFT SLO for 17 % of requests, at 0.6 for 0.4 % with 0.7 % more carbon (engineering choice)
@@ -77,8 +78,7 @@ def _normalise_mask(mask: np.ndarray) -> np.ndarray:
 class _Base:
     name = ""
 
-    def __init__(self, **options) -> None:
-        self.options = dict(options)
+    options: dict  # the options that took effect (set by the registry)
 
     def reset(self, cluster: ClusterInfo, seed: int) -> None:
         self.cluster = cluster
@@ -177,11 +177,18 @@ def _water_fill(load: np.ndarray, cap: np.ndarray, amount: float) -> np.ndarray:
     return x * (amount / x.sum()) if x.sum() > 0 else x
 
 
+_GREEDY_OPTIONS = {
+    "units": {"target_utilisation": "share of usable slots"},
+    "help": {"target_utilisation": "fill each region up to this utilisation, best first"},
+}
+
+
 class _GreedyScore(_Base):
     signal = ""
 
-    def __init__(self, target_utilisation: float = DEFAULT_TARGET_UTILISATION, **options) -> None:
-        super().__init__(target_utilisation=target_utilisation, **options)
+    def __init__(self, target_utilisation: float = DEFAULT_TARGET_UTILISATION) -> None:
+        if not 0.0 < target_utilisation <= 1.0:
+            raise ConfigError(f"target_utilisation must be in (0, 1], got {target_utilisation}")
         self.target = float(target_utilisation)
 
     def score(self, obs: Observation) -> np.ndarray:
@@ -198,7 +205,9 @@ class _GreedyScore(_Base):
 
 
 @register_geo_policy(
-    "lowest-carbon", "Greedy, capacity-aware: fill the lowest carbon-intensity regions first."
+    "lowest-carbon",
+    "Greedy, capacity-aware: fill the lowest carbon-intensity regions first.",
+    **_GREEDY_OPTIONS,
 )
 class LowestCarbon(_GreedyScore):
     name = "lowest-carbon"
@@ -206,7 +215,9 @@ class LowestCarbon(_GreedyScore):
 
 
 @register_geo_policy(
-    "lowest-price", "Greedy, capacity-aware: fill the cheapest-electricity regions first."
+    "lowest-price",
+    "Greedy, capacity-aware: fill the cheapest-electricity regions first.",
+    **_GREEDY_OPTIONS,
 )
 class LowestPrice(_GreedyScore):
     name = "lowest-price"
@@ -217,13 +228,18 @@ class LowestPrice(_GreedyScore):
     "coolest",
     "Greedy, capacity-aware: prioritise low ambient temperature "
     "(seed 000's 'Prioritize Temperature').",
+    **_GREEDY_OPTIONS,
 )
 class Coolest(_GreedyScore):
     name = "coolest"
     signal = "temp_c"
 
 
-@register_geo_policy("nearest", "Greedy, capacity-aware per origin: lowest network latency first.")
+@register_geo_policy(
+    "nearest",
+    "Greedy, capacity-aware per origin: lowest network latency first.",
+    **_GREEDY_OPTIONS,
+)
 class Nearest(_GreedyScore):
     name = "nearest"
     signal = "latency_s"
@@ -236,12 +252,15 @@ class Nearest(_GreedyScore):
     "carbon-threshold",
     "Temporal shifting: hold deferrable work while carbon intensity is high relative to the "
     "rest of its window, release when low or at the deadline; serve locally.",
+    units={"quantile": "quantile of the window's intensity"},
+    help={"quantile": "release while intensity is at or below this quantile of its window"},
 )
 class CarbonThreshold(_Base):
     name = "carbon-threshold"
 
-    def __init__(self, quantile: float = 0.35, **options) -> None:
-        super().__init__(quantile=quantile, **options)
+    def __init__(self, quantile: float = 0.35) -> None:
+        if not 0.0 <= quantile <= 1.0:
+            raise ConfigError(f"quantile must be in [0, 1], got {quantile}")
         self.quantile = float(quantile)
         self._local = LocalOnly()
 

@@ -1,22 +1,29 @@
 """Local (per-request, inside a region) policies of seed 002 section V.
 
-Built-ins run inside the compiled kernel (``kernel_code``); their ``pick`` methods implement
-the same rule in Python so that user subclasses and the equivalence test can use them.
-A user policy is any object with ``name``, ``reset(region)`` and ``pick(request, servers)``.
+Built-ins run inside the compiled kernel: their optional ``kernel_code`` attribute (the
+LocalPolicy protocol's hook) names the compiled rule, so the engine never recognises a policy
+by its type. Their ``pick`` methods implement the same rule in Python; a subclass that
+overrides ``pick`` loses the kernel code and runs through Python. A user policy is any object
+with ``name``, ``reset(region)`` and ``pick(request, servers)``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from greenroute.errors import UnknownNameError
+from greenroute.core.types import RequestView, ServerView
+from greenroute.policies.registry import register_local_policy
 from greenroute.sim import kernel as K
-from greenroute.sim.types import LocalPolicy, RequestView, ServerView
 
 
 class _Builtin:
     name = ""
     kernel_code = K.LP_PYTHON
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "pick" in cls.__dict__ and "kernel_code" not in cls.__dict__:
+            cls.kernel_code = K.LP_PYTHON  # its own rule: the compiled one would ignore it
 
     def reset(self, region: str) -> None:
         self.region = region
@@ -29,6 +36,7 @@ class _Builtin:
         return np.flatnonzero(cand)
 
 
+@register_local_policy("round-robin")
 class RoundRobinLocal(_Builtin):
     """Cycle through the region's servers regardless of state."""
 
@@ -46,6 +54,7 @@ class RoundRobinLocal(_Builtin):
         raise AssertionError("no candidate")
 
 
+@register_local_policy("least-connections")
 class LeastConnectionsLocal(_Builtin):
     """Fewest running + queued requests (seed 002 section V)."""
 
@@ -58,6 +67,7 @@ class LeastConnectionsLocal(_Builtin):
         return int(cand[np.argmin(score)])
 
 
+@register_local_policy("least-loaded")
 class LeastLoadedLocal(_Builtin):
     """Least assigned work left per usable slot (seed 002's 'lowest current load')."""
 
@@ -69,48 +79,14 @@ class LeastLoadedLocal(_Builtin):
         return int(cand[np.argmin(servers.backlog_s[cand])])
 
 
+@register_local_policy("random")
 class RandomLocal(_Builtin):
     """A uniformly random eligible server (sanity baseline)."""
 
     name = "random"
     kernel_code = K.LP_RANDOM
 
-    def reset(self, region: str) -> None:
-        super().reset(region)
-        self._rng = np.random.default_rng(abs(hash(region)) % (2**32))
-
     def pick(self, request: RequestView, servers: ServerView) -> int:
         cand = self._candidates(servers)
-        return int(cand[self._rng.integers(cand.size)])
-
-
-LOCAL_POLICIES: dict[str, type] = {
-    cls.name: cls for cls in (RoundRobinLocal, LeastConnectionsLocal, LeastLoadedLocal, RandomLocal)
-}
-
-
-def local_policy_names() -> list[str]:
-    return sorted(LOCAL_POLICIES)
-
-
-def resolve_local_policy(spec: LocalPolicy | str) -> LocalPolicy:
-    """A fresh local policy from a name, or the given object (used as is)."""
-    if isinstance(spec, str):
-        if spec.startswith("rl:"):
-            from greenroute.policies.rl.local import load_rl_local_policy
-
-            return load_rl_local_policy(spec[3:])
-        try:
-            return LOCAL_POLICIES[spec]()
-        except KeyError:
-            raise UnknownNameError("local policy", spec, LOCAL_POLICIES) from None
-    return spec
-
-
-def local_policy_code(policy: LocalPolicy) -> int:
-    """The kernel code of a built-in policy, or LP_PYTHON for anything else (incl. subclasses
-    that override ``pick``)."""
-    cls = type(policy)
-    if cls in LOCAL_POLICIES.values():
-        return int(cls.kernel_code)
-    return K.LP_PYTHON
+        k = min(int(request.uniform * cand.size), cand.size - 1)  # as the kernel draws
+        return int(cand[k])

@@ -1,61 +1,116 @@
-"""Policies are registered by name; ``make_geo_policy("lowest-carbon")`` builds one."""
+"""Geo and local policies are registered by name with their options declared.
+
+``make_geo_policy("lowest-carbon", target_utilisation=0.8)`` builds one; an unknown policy or
+option is an error that lists the valid choices. ``rl:PATH`` loads a saved RL model.
+"""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from greenroute.errors import UnknownNameError
-
-GeoFactory = Callable[..., object]
-_GEO: dict[str, GeoFactory] = {}
-_GEO_DOC: dict[str, str] = {}
+from greenroute.core.errors import ConfigError
+from greenroute.core.registry import Entry, Registry
+from greenroute.core.types import GeoPolicy, LocalPolicy
 
 
-def register_geo_policy(name: str, doc: str = "") -> Callable[[GeoFactory], GeoFactory]:
-    """Decorator: register a GeoPolicy factory (a class or function taking keyword options)."""
-
-    def deco(factory: GeoFactory) -> GeoFactory:
-        _GEO[name] = factory
-        _GEO_DOC[name] = doc or (factory.__doc__ or "").strip().split("\n")[0]
-        return factory
-
-    return deco
-
-
-def _load_builtins() -> None:
+def _load_geo_builtins() -> None:
     from greenroute.policies import heuristics  # noqa: F401  (registers on import)
 
-    with contextlib.suppress(ImportError):  # optional extras missing
-        from greenroute.policies import optimize  # noqa: F401
+    try:  # pymoo (nsga2) is optional; scipy (lp-mpc, oracle, admm) is a core dependency
+        from greenroute.policies.optimize import nsga2  # noqa: F401
+    except ModuleNotFoundError as exc:
+        if exc.name != "pymoo":
+            raise
+    from greenroute.policies.optimize import admm, lp  # noqa: F401
+
+
+def _load_local_builtins() -> None:
+    from greenroute.policies import local  # noqa: F401  (registers on import)
+
+
+GEO_POLICIES: Registry[GeoPolicy] = Registry("policy", _load_geo_builtins)
+LOCAL_POLICIES: Registry[LocalPolicy] = Registry("local policy", _load_local_builtins)
+
+
+def register_geo_policy(
+    name: str,
+    doc: str = "",
+    *,
+    units: Mapping[str, str] | None = None,
+    help: Mapping[str, str] | None = None,
+) -> Callable:
+    """Decorator: register a GeoPolicy factory (a class or function whose keyword parameters,
+    with defaults and type annotations, are its options)."""
+    return GEO_POLICIES.register(name, doc, units=units, help=help)
+
+
+def register_local_policy(
+    name: str,
+    doc: str = "",
+    *,
+    units: Mapping[str, str] | None = None,
+    help: Mapping[str, str] | None = None,
+) -> Callable:
+    """Decorator: register a LocalPolicy factory."""
+    return LOCAL_POLICIES.register(name, doc, units=units, help=help)
 
 
 def geo_policy_names() -> list[str]:
-    _load_builtins()
-    return sorted(_GEO)
+    return GEO_POLICIES.names()
 
 
 def geo_policy_docs() -> dict[str, str]:
-    _load_builtins()
-    return dict(sorted(_GEO_DOC.items()))
+    return {e.name: e.description for e in GEO_POLICIES.entries()}
 
 
-def make_geo_policy(name: str, **options):
-    """Build a registered geo policy; ``rl:PATH`` loads a saved RL model (extra ``[rl]``)."""
-    _load_builtins()
-    if name.startswith("rl:"):
-        try:
-            from greenroute.policies.rl.loader import load_rl_geo_policy
-        except ImportError as exc:
-            from greenroute.errors import ConfigError
+def geo_policy_entry(name: str) -> Entry[GeoPolicy]:
+    return GEO_POLICIES.get(name)
 
-            raise ConfigError(f"policy {name!r} needs the [rl] extra: {exc}") from None
-        return load_rl_geo_policy(name[3:], **options)
+
+def _rl_extra(name: str) -> Any:
     try:
-        factory = _GEO[name]
-    except KeyError:
-        raise UnknownNameError("policy", name, _GEO) from None
-    policy = factory(**options)
+        from greenroute.policies.rl import loader
+    except ImportError as exc:
+        raise ConfigError(f"policy {name!r} needs the [rl] extra: {exc}") from None
+    return loader
+
+
+def make_geo_policy(name: str, **options: Any) -> GeoPolicy:
+    """Build a registered geo policy with validated options; ``rl:PATH`` loads a saved RL
+    model (extra ``[rl]``; it takes no options)."""
+    if name.startswith("rl:"):
+        if options:
+            raise ConfigError(
+                f"policy {name!r} takes no options (got {sorted(options)}); valid choices: (none)"
+            )
+        return _rl_extra(name).load_rl_geo_policy(name[3:])
+    entry = GEO_POLICIES.get(name)
+    valid = entry.validate(options)
+    policy = entry.factory(**valid)
     if not getattr(policy, "name", None):
         policy.name = name
+    policy.options = valid  # what took effect (recorded in manifests)
     return policy
+
+
+def local_policy_names() -> list[str]:
+    return LOCAL_POLICIES.names()
+
+
+def make_local_policy(name: str, **options: Any) -> LocalPolicy:
+    """A fresh local policy by name (``rl:PATH`` loads a trained seed-002 model)."""
+    if name.startswith("rl:"):
+        if options:
+            raise ConfigError(f"local policy {name!r} takes no options; valid choices: (none)")
+        return _rl_extra(name).load_rl_local_policy(name[3:])
+    return LOCAL_POLICIES.build(name, **options)
+
+
+def local_policy_factory(spec: LocalPolicy | str) -> Callable[[], LocalPolicy]:
+    """A zero-argument factory of per-region local policies for the engine: a name gives a
+    fresh instance per region; an object is shared by every region (used as is)."""
+    if isinstance(spec, str):
+        make_local_policy(spec)  # fail fast on a bad name
+        return lambda: make_local_policy(spec)
+    return lambda: spec

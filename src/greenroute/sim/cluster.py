@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from greenroute.errors import ConfigError
+from greenroute.core.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,8 @@ class BuiltCluster:
 def build_cluster(cluster: Cluster, models: Sequence[str], data_dir=None) -> BuiltCluster:
     """Resolve perf models and power for every hardware group x model."""
     from greenroute.catalog import get_gpu, get_llm
-    from greenroute.physics.llm_perf import perf_model, throughput_perf_model
+    from greenroute.data.perf_knots import knot_table
+    from greenroute.physics.llm_perf import available_perf, perf_model, throughput_perf_model
     from greenroute.physics.power import ServerPower
 
     models = tuple(models)
@@ -177,19 +178,22 @@ def build_cluster(cluster: Cluster, models: Sequence[str], data_dir=None) -> Bui
 
     n_types = len(hw_groups) * n_m
     bmax = max((g.max_concurrency for g in hw_groups), default=1)
+    table = knot_table(data_dir)
+    available = set(available_perf(table))
     perfs = []
     for g in hw_groups:
         for m in models:
             if g.tokens_per_s is not None:
                 perfs.append(throughput_perf_model(g.tokens_per_s))
                 continue
-            try:
-                perfs.append(perf_model(m, g.gpu, g.tp, data_dir=data_dir))
-            except Exception as exc:  # model does not fit / no profile for this hardware
-                if m == g.model:
-                    raise ConfigError(
-                        f"no performance profile for {m} on {g.tp} x {g.gpu}: {exc}"
-                    ) from None
+            if (m, g.gpu, g.tp) in available:
+                perfs.append(perf_model(m, g.gpu, g.tp, table))
+            elif m == g.model:
+                raise ConfigError(
+                    f"no performance profile for {m} on {g.tp} x {g.gpu}; valid choices: "
+                    + ", ".join(f"{k[0]} on {k[2]} x {k[1]}" for k in available)
+                )
+            else:  # another model of the scenario cannot run on this hardware
                 perfs.append(None)
     k = max((len(p.prefill_tokens_knots) for p in perfs if p is not None), default=2)
     type_ok = np.zeros(n_types, dtype=np.bool_)

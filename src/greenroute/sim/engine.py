@@ -17,14 +17,8 @@ import numpy as np
 import pandas as pd
 
 from greenroute.constraints import ConstraintSet
-from greenroute.data.workload import CLASS_DEFERRABLE, CLASS_INTERACTIVE, Requests
-from greenroute.errors import ConfigError, PlanViolationError
-from greenroute.sim.cluster import BuiltCluster, build_cluster
-from greenroute.sim.forecast import Forecaster
-from greenroute.sim.scenario import Scenario, TraceWorkload
-from greenroute.sim.service import N_LENGTH_SAMPLES, ServiceModel
-from greenroute.sim.signals import EpochSignals, build_epoch_signals
-from greenroute.sim.types import (
+from greenroute.core.errors import ConfigError, PlanViolationError
+from greenroute.core.types import (
     CLASSES,
     N_CLASSES,
     ClusterInfo,
@@ -34,6 +28,13 @@ from greenroute.sim.types import (
     Observation,
     Plan,
 )
+from greenroute.data.workload import CLASS_DEFERRABLE, CLASS_INTERACTIVE, Requests
+from greenroute.sim import kernel as K
+from greenroute.sim.cluster import BuiltCluster, build_cluster
+from greenroute.sim.forecast import Forecaster
+from greenroute.sim.scenario import Scenario, TraceWorkload
+from greenroute.sim.service import N_LENGTH_SAMPLES, ServiceModel
+from greenroute.sim.signals import EpochSignals, build_epoch_signals
 
 ON_INVALID = ("raise", "fallback")
 # signals and demand are prepared this many epochs past the run, so that policies asking for
@@ -264,6 +265,20 @@ def _slack(sc: Scenario) -> tuple[float, float]:
     return (float(wl.deadline_slack_s[0]), float(wl.deadline_slack_s[1]))
 
 
+def _local_instance(local: LocalPolicy | Callable[[], LocalPolicy]) -> LocalPolicy:
+    """A region's local policy: the object itself (shared by every region) or a fresh one from
+    a zero-argument factory. Names are resolved above the engine
+    (``greenroute.policies.registry.local_policy_factory``)."""
+    if isinstance(local, str):
+        raise TypeError(
+            f"Simulation takes a LocalPolicy or a factory, not the name {local!r}; use "
+            "greenroute.policies.registry.local_policy_factory(name)"
+        )
+    if hasattr(local, "pick"):
+        return local  # type: ignore[return-value]
+    return local()
+
+
 class Simulation:
     """Run one geo policy (and a local policy) over a prepared scenario."""
 
@@ -271,19 +286,17 @@ class Simulation:
         self,
         prep: Prepared,
         geo: GeoPolicy,
-        local: LocalPolicy | str = "least-loaded",
+        local: LocalPolicy | Callable[[], LocalPolicy],
         config: SimConfig | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> None:
-        from greenroute.policies.local import resolve_local_policy
-
         self.prep = prep
         self.sc = prep.scenario
         self.geo = geo
         self.config = config or SimConfig(seed=prep.seed)
         if self.config.on_invalid not in ON_INVALID:
             raise ConfigError(f"on_invalid must be one of {ON_INVALID}")
-        self.local = [resolve_local_policy(local) for _ in self.sc.regions]
+        self.local = [_local_instance(local) for _ in self.sc.regions]
         for r, lp in enumerate(self.local):
             lp.reset(self.sc.regions[r])
         self.progress = progress
@@ -392,7 +405,7 @@ class Simulation:
             ttft_slo_s=sc.ttft_slo_s,
             weights=self.config.weights,
             constraints=sc.constraints,
-            objective_scales=self.config.objective_scales or {},
+            objective_scales=_scales_or_empty(self.config.objective_scales),
             util_grid=prep.util_grid,
             wait_curve_s=prep.wait_curve_s,
             slo_miss_curve=prep.slo_miss_curve,
@@ -477,7 +490,6 @@ class _RequestStepper:
     """Request fidelity: per-epoch dispatch of individual requests to the compiled kernel."""
 
     def __init__(self, sim: Simulation) -> None:
-        from greenroute.policies.local import local_policy_code
         from greenroute.sim.request_mode import RequestBackend
 
         self.sim = sim
@@ -486,7 +498,7 @@ class _RequestStepper:
         assert reqs is not None
         n = len(reqs)
         self.reqs = reqs
-        codes = np.array([local_policy_code(lp) for lp in sim.local], dtype=np.int64)
+        codes = np.array([K.kernel_code(lp) for lp in sim.local], dtype=np.int64)
         self.backend = RequestBackend(prep.built, reqs, codes, sim.local)
         rng = np.random.default_rng(_seed_int(sim.config.seed, 5))
         self.u_route = rng.random(n)
@@ -574,6 +586,12 @@ class _FluidStepper:
 
     def finish(self):
         return self.fluid
+
+
+def _scales_or_empty(scales):
+    """The config's scales as is: a lazy mapping (sim/reference.py) is not read here, so
+    the reference run happens only if the policy looks at them."""
+    return {} if scales is None else scales
 
 
 def _pending_summary(pool: np.ndarray, reqs: Requests, n_o: int, epoch_s: float):

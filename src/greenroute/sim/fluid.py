@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from greenroute.core.types import N_CLASSES
 from greenroute.data.workload import CLASS_DEFERRABLE, CLASS_INTERACTIVE
+from greenroute.sim import fluid_kernel as FK
 from greenroute.sim.queueing import mgc_wait_s
 from greenroute.sim.scenario import TraceWorkload
-from greenroute.sim.types import N_CLASSES
 
 NOISE_PERIOD_S = 60.0  # the workload generator's noise is piecewise constant per minute
 NOISE_NODES = 9  # Gauss–Hermite nodes over the minute's lognormal rate multiplier
@@ -89,9 +90,8 @@ class FluidBackend:
         self.served_req = np.zeros((n_r, n_e))
         self.busy_slot_s = np.zeros((n_r, n_e))
         self.dispatched = np.zeros((n_r, n_e))
-        self.dropped = {"queue_full": 0.0, "no_server_for_model": 0.0, "power_cap": 0.0}
-        self.deferrable_late = 0.0
-        self.max_defer_delay_s = 0.0
+        # running totals kept by the compiled step (fluid_kernel.ACC_*)
+        self.acc = np.zeros(FK.ACC_SIZE)
         # TTFT components of interactive flows (one per epoch, origin, group, model)
         keys = ("w", "net2", "type", "b0", "slope", "cap", "pw", "cond", "epoch", "region")
         self.comp: dict[str, list[np.ndarray]] = {k: [] for k in keys}
@@ -108,12 +108,53 @@ class FluidBackend:
         self.lat = prep.latency_s
         z, wq = np.polynomial.hermite_e.hermegauss(NOISE_NODES)
         self.gh_z, self.gh_w = z, wq / wq.sum()
-        from greenroute.policies.local import local_policy_code
         from greenroute.sim import kernel as K
 
         jsq = (K.LP_LEAST_LOADED, K.LP_LEAST_CONNECTIONS)
-        codes = np.array([local_policy_code(lp) for lp in sim.local])
+        codes = np.array([K.kernel_code(lp) for lp in sim.local])
         self.pooled = np.isin(codes, jsq)[self.g_region]
+        self._resident: list[frozenset[int]] | None = None
+        self._init_kernel_buffers()
+
+    def _init_kernel_buffers(self) -> None:
+        """Contiguous inputs and scratch/output arrays of ``fluid_kernel.fluid_step``."""
+        n_g, n_o, n_m = self.n_g, self.n_o, self.n_m
+        c = np.ascontiguousarray
+        self.k_static = (
+            c(self.g_region, dtype=np.int64), c(self.g_servers), c(self.g_slots),
+            c(self.g_qlimit), c(self.g_dyn_w_per_slot), c(self.E_pf), c(self.E_pf2),
+            c(self.E_pfout), c(self.E_out[0]), c(self.E_out2[0]), c(self.type_ok, dtype=bool),
+            c(self.decode, dtype=float), c(self.pooled, dtype=bool), c(self.gh_z), c(self.gh_w),
+            self.slack[0], self.slack[1], self.sigma, JSQ_POOLING_EXPONENT, NOISE_SIGMA_SCALE,
+            RHO_MAX_STABLE, NOISE_PERIOD_S, self.n_r,
+        )  # fmt: skip
+        self.first = np.zeros((n_o, n_m), dtype=np.int64)  # first non-empty held cohort
+        self.fbuf = np.zeros(max(self.n_e, 1))
+        self.out = tuple(np.zeros(n_g) for _ in range(7))  # b0 slope cap pw cond es served
+        self.n_int = np.zeros((n_g, n_o, n_m))
+        self.e_pf_int = c(self.svc.e_pf[:, CLASS_INTERACTIVE, :])
+        self.idle_kwh = self.b.region_idle_kw() * self.sc.epoch_s / 3600.0
+        f = self.sim.prep.factors
+        self.f_carbon = np.asarray(f.carbon_g)
+        self.f_water = np.asarray(f.water_onsite_l) + np.asarray(f.water_offsite_l)
+        self.f_cost = np.asarray(f.cost_usd)
+
+    @property
+    def dropped(self) -> dict[str, float]:
+        a = self.acc
+        return {
+            "queue_full": float(a[FK.ACC_QUEUE_FULL]),
+            "no_server_for_model": float(a[FK.ACC_NO_SERVER]),
+            "power_cap": float(a[FK.ACC_POWER_CAP]),
+        }
+
+    @property
+    def deferrable_late(self) -> float:
+        return float(self.acc[FK.ACC_LATE])
+
+    @property
+    def max_defer_delay_s(self) -> float:
+        return float(self.acc[FK.ACC_MAX_DELAY])
 
     # ------------------------------------------------------------------ observation state
     def region_state(self, e: int) -> dict[str, np.ndarray]:
@@ -126,25 +167,32 @@ class FluidBackend:
         }
 
     def resident_models(self) -> list[frozenset[int]]:
-        b = self.b
-        return [
-            frozenset(int(m) for m in np.unique(b.server_model0[b.server_region == r]))
-            for r in range(self.n_r)
-        ]
+        """Models loaded in each region (fixed for a fluid run: computed once)."""
+        if self._resident is None:
+            b = self.b
+            self._resident = [
+                frozenset(int(m) for m in np.unique(b.server_model0[b.server_region == r]))
+                for r in range(self.n_r)
+            ]
+        return self._resident
 
     def pending_summary(self, e: int):
         """(count [O], earliest deadline [O], due(t0, H) -> [H+1, O]): held cohorts have
         deadlines uniform over [lowest remaining, arrival + max slack]."""
-        count = self.pool.sum(axis=(1, 2))
-        lo = np.where(self.pool > 1e-9, self.pool_lo, np.inf)
-        earliest = lo.min(axis=(1, 2)) if self.pool.size else np.full(self.n_o, np.inf)
+        # cohorts before a0 are empty for good (see fluid_kernel.release) and cohorts from e
+        # on not yet filled: only [a0, e) can hold work
+        a0 = min(int(self.first.min()), e) if self.n_m == 1 and self.first.size else 0
+        pool, pool_lo = self.pool[:, :, a0:e], self.pool_lo[:, :, a0:e]
+        count = pool.sum(axis=(1, 2))
+        lo = np.where(pool > 1e-9, pool_lo, np.inf)
+        earliest = lo.min(axis=(1, 2)) if pool.size else np.full(self.n_o, np.inf)
         dt = self.sc.epoch_s
-        mass = self.pool[:, :, :e].sum(axis=1)  # [O, A]
-        lo_a = self.pool_lo[:, :, :e].min(axis=1) if e else np.zeros((self.n_o, 0))
-        hi_a = np.arange(e) * dt + dt / 2 + self.slack[1]
+        mass = pool.sum(axis=1)  # [O, A]
+        lo_a = pool_lo.min(axis=1) if e > a0 else np.zeros((self.n_o, 0))
+        hi_a = np.arange(a0, e) * dt + dt / 2 + self.slack[1]
 
         def due(t0: float, h: int) -> np.ndarray:
-            if e == 0 or not mass.any():
+            if e == a0 or not mass.any():
                 return np.zeros((h + 1, self.n_o))
             ends = t0 + (np.arange(h + 1) + 1.0) * dt  # [H+1]
             span = np.maximum(hi_a - lo_a, 1e-9)  # [O, A]
@@ -153,167 +201,34 @@ class FluidBackend:
 
         return count, earliest, due
 
-    # ------------------------------------------------------------------ deferrable pool
-    def _release(self, e: int, hold: np.ndarray, margin: float) -> tuple[np.ndarray, np.ndarray]:
-        """Forced (deadline within ``margin``) and voluntary ((1 - hold) of the rest) releases;
-        returns (released [O, M], forced [O, M])."""
-        dt = self.sc.epoch_s
-        t0 = e * dt
-        released = np.zeros((self.n_o, self.n_m))
-        forced_tot = np.zeros((self.n_o, self.n_m))
-        if e == 0:
-            return released, forced_tot
-        s_hi = self.slack[1]
-        hi = np.arange(e) * dt + dt / 2 + s_hi
-        for o in range(self.n_o):
-            for m in range(self.n_m):
-                row = self.pool[o, m, :e]
-                if not row.any():
-                    continue
-                lo = self.pool_lo[o, m, :e]
-                span = np.maximum(hi - lo, 1e-9)
-                forced_frac = np.clip((t0 + margin - lo) / span, 0.0, 1.0)
-                forced = row * forced_frac
-                row = row - forced
-                lo = lo + forced_frac * span
-                k = (1.0 - hold[o]) * row.sum()
-                cum = np.cumsum(row)  # oldest cohort first
-                vol = np.clip(k - (cum - row), 0.0, row)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    vfrac = np.where(row > 0, vol / row, 0.0)
-                lo = lo + vfrac * (hi - lo)
-                rel = forced + vol
-                released[o, m] = rel.sum()
-                forced_tot[o, m] = forced.sum()
-                big = np.flatnonzero(rel > 0.5)
-                if big.size:
-                    self.max_defer_delay_s = max(self.max_defer_delay_s, t0 - big[0] * dt)
-                self.pool[o, m, :e] = row - vol
-                self.pool_lo[o, m, :e] = lo
-        return released, forced_tot
-
     # ------------------------------------------------------------------ one epoch
-    def step(self, e: int, plan, frac: np.ndarray, obs) -> None:
-        sc = self.sc
-        dt = sc.epoch_s
-        t0 = e * dt
-        cnt = self.counts[e]  # [O, C, M]
+    def step(self, e: int, plan, frac: np.ndarray, obs) -> dict:
+        """Serve epoch ``e`` under ``plan`` (compiled: ``fluid_kernel.fluid_step``).
+
+        Deferrable work held back by the plan joins the pool; forced (deadline within the
+        margin) and voluntary ((1 - hold) of the rest, oldest first) releases leave it. Flows
+        are split over each region's hardware groups by usable slots, served up to capacity
+        with the batch size at the fixed point of utilisation, the rest carried as backlog
+        (dropped beyond the queue bound); waits are the fluid backlog delay plus the
+        noise-averaged M/G/c wait while the backlog is empty."""
+        dt = self.sc.epoch_s
         hold = np.zeros(self.n_o) if plan.hold is None else np.asarray(plan.hold, dtype=float)
         margin = 2 * dt + float(np.max(obs.slot_s_per_request[CLASS_DEFERRABLE]))
-        released, forced = self._release(e, hold, margin)
-        d_new = cnt[:, CLASS_DEFERRABLE, :]
-        holdable = 1.0 if self.slack[0] - dt / 2 >= margin else 0.0
-        to_pool = d_new * hold[:, None] * holdable
-        self.pool[:, :, e] = to_pool
-        self.pool_lo[:, :, e] = t0 + dt / 2 + self.slack[0]
-        disp = np.zeros((N_CLASSES, self.n_o, self.n_m))
-        disp[CLASS_INTERACTIVE] = cnt[:, CLASS_INTERACTIVE, :]
-        disp[CLASS_DEFERRABLE] = d_new - to_pool + released
-        forced_share = forced.sum() / max(disp[CLASS_DEFERRABLE].sum(), 1e-12)
-        # route: flows[c, o, r, m]
-        route = np.asarray(plan.route, dtype=float)
-        flows = disp[:, :, None, :] * route[:, :, :, None]
-        per_region = flows.sum(axis=1)  # [C, R, M]
-        self.dispatched[:, e] = per_region.sum(axis=(0, 2))
-        # split each region's flow over its hardware groups by usable slots
-        gr = self.g_region
-        c_eff = np.floor(self.g_slots * frac[gr] + 1e-9)
-        eff_slots = self.g_servers * c_eff
-        reg_eff = np.bincount(gr, weights=eff_slots, minlength=self.n_r)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(reg_eff[gr] > 0, eff_slots / reg_eff[gr], 0.0)
-        no_cap = reg_eff <= 0
-        if no_cap.any():
-            self.dropped["power_cap"] += float(per_region[:, no_cap, :].sum())
-        # per-model split over the groups that can host the model
-        eff_gm = eff_slots[:, None] * self.type_ok  # [G, M]
-        reg_gm = np.stack(
-            [np.bincount(gr, weights=eff_gm[:, m], minlength=self.n_r) for m in range(self.n_m)],
-            axis=1,
-        )  # [R, M]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share_gm = np.where(reg_gm[gr] > 0, eff_gm / reg_gm[gr], 0.0)  # [G, M]
-        lost = (reg_gm <= 0) & ~no_cap[:, None]
-        if lost.any():
-            self.dropped["no_server_for_model"] += float((per_region * lost[None]).sum())
-        n_gcm = per_region[:, gr, :].transpose(1, 0, 2) * share_gm[:, None, :]  # [G, C, M]
-        n_req = n_gcm.sum(axis=(1, 2))
-        c_eff = np.maximum(c_eff, 1.0)
-        cap_rate = self.g_servers * c_eff * (share > 0)  # busy slots the group can hold
-        b0 = self.backlog_s.copy()
-        cap_s = cap_rate * dt
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for _ in range(3):  # fixed point: batch size <-> utilisation
-                batch = np.clip(self.util * c_eff + 1.0, 1.0, c_eff)  # PASTA: joins u c others
-                d = self._decode_at(batch)  # [G, M]
-                es = self.E_pf + d[:, None, :] * self.E_out
-                es2 = (
-                    self.E_pf2
-                    + 2 * d[:, None, :] * self.E_pfout
-                    + d[:, None, :] ** 2 * (self.E_out2)
-                )
-                work = (n_gcm * es).sum(axis=(1, 2))
-                served = np.minimum(b0 + work, cap_s)
-                self.util = np.where(cap_s > 0, served / cap_s, 0.0)
-            es_mix = np.where(n_req > 0, work / n_req, 0.0)
-            es2_mix = np.where(n_req > 0, (n_gcm * es2).sum(axis=(1, 2)) / n_req, 0.0)
-            only_backlog = (es_mix <= 0) & (self.backlog_req > 0)
-            es_mix = np.where(only_backlog, b0 / np.maximum(self.backlog_req, 1e-12), es_mix)
-            es2_mix = np.where(only_backlog, es_mix**2, es2_mix)
-        slope = work / dt - cap_rate
-        new_b = b0 + work - served
-        lim = self.g_qlimit * self.g_servers * es_mix
-        over = new_b > lim
-        if over.any():
-            self.dropped["queue_full"] += float(
-                ((new_b - lim)[over] / np.maximum(es_mix[over], 1e-12)).sum()
-            )
-            new_b = np.where(over, lim, new_b)
-        self.backlog_s = new_b
-        self.backlog_req = np.where(es_mix > 0, new_b / np.maximum(es_mix, 1e-12), 0.0)
-        self.busy_slots = served / dt
-        np.add.at(self.it_dyn_kwh[:, e], gr, served * self.g_dyn_w_per_slot / 3.6e6)
-        np.add.at(self.busy_slot_s[:, e], gr, served)
-        np.add.at(
-            self.served_req[:, e], gr, np.where(es_mix > 0, served / np.maximum(es_mix, 1e-12), 0)
-        )
-        # Queue structure. Round-robin and random split a group's arrivals into independent
-        # per-server M/G/c queues; least-loaded / least-connections (join the shortest queue)
-        # sit between that and one pooled M/G/(n c): an effective pool of c * n^JSQ_POOLING
-        # slots, with the exponent fitted against the request engine (bench/calibrate.py).
-        n_srv = np.maximum(self.g_servers, 1.0)
-        c_q = np.where(self.pooled, c_eff * n_srv**JSQ_POOLING_EXPONENT, c_eff)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            scv = np.where(es_mix > 0, np.maximum(es2_mix / es_mix**2 - 1.0, 0.0), 1.0)
-            rho = np.where(cap_rate > 0, n_req / dt * es_mix / cap_rate, 0.0)
-        # per-minute rate noise: average the M/G/c wait over Gauss–Hermite nodes of the minute's
-        # lognormal rate multiplier (the wait is convex in load), weighting nodes by arrivals.
-        # Independent origins mixing into one group shrink the noise: sigma sqrt(sum f_o^2).
-        n_go = (flows.sum(axis=0)[:, gr, :] * share_gm[None]).sum(axis=2).T  # [G, O]
-        tot = n_go.sum(axis=1, keepdims=True)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            f = np.where(tot > 0, n_go / tot, 0.0)
-        sigma_g = NOISE_SIGMA_SCALE * self.sigma * np.sqrt((f**2).sum(axis=1))
-        pw, cond = noise_averaged_wait(rho, sigma_g, es_mix, scv, c_q, self.gh_z, self.gh_w)
-        wait_mean = _fluid_wait_mean(b0, slope, cap_rate, dt) + _zero_frac(b0, slope, dt) * (
-            pw * cond
-        )
-        # deferrable deadline misses: released work whose deadline falls before it can finish.
-        # Released mass has deadlines >= t0 + margin except the forced share, whose deadlines
-        # spread uniformly over [t0, t0 + margin).
-        finish_after = wait_mean + es_mix
-        n_def = n_gcm[:, CLASS_DEFERRABLE, :].sum(axis=1)
-        late = np.where(
-            finish_after > margin,
-            n_def,
-            n_def * forced_share * np.minimum(1.0, finish_after / margin),
-        )
-        self.deferrable_late += float(late.sum())
-        # TTFT components per (origin, group, model) for interactive flows
-        n_int = flows[CLASS_INTERACTIVE][:, gr, :].transpose(1, 0, 2) * share_gm[:, None, :]
-        n_int = np.where(self.type_ok[:, None, :], n_int, 0.0)  # [G, O, M]
+        route = np.ascontiguousarray(plan.route, dtype=float)
+        frac = np.ascontiguousarray(frac, dtype=float)
+        b0, slope, cap, pw, cond, es_mix, served = self.out
+        FK.fluid_step(
+            e, dt, self.counts[e], np.ascontiguousarray(hold), margin, route, frac,
+            *self.k_static,
+            self.backlog_s, self.backlog_req, self.util, self.busy_slots, self.it_dyn_kwh,
+            self.served_req, self.busy_slot_s, self.dispatched, self.pool, self.pool_lo,
+            self.first, self.fbuf, self.acc,
+            b0, slope, cap, pw, cond, es_mix, served, self.n_int,
+        )  # fmt: skip
+        n_int = self.n_int
         gg, oo, mm = np.nonzero(n_int > 0)
         if gg.size:
+            gr = self.g_region
             cmp = self.comp
             cmp["w"].append(n_int[gg, oo, mm])
             cmp["net2"].append(2.0 * self.lat[oo, gr[gg]])
@@ -322,64 +237,35 @@ class FluidBackend:
             cmp["region"].append(gr[gg])
             cmp["b0"].append(b0[gg])
             cmp["slope"].append(slope[gg])
-            cmp["cap"].append(cap_rate[gg])
+            cmp["cap"].append(cap[gg])
             cmp["pw"].append(pw[gg])
             cmp["cond"].append(cond[gg])
-        return self._epoch_info(e, served, es_mix, n_int, gg, oo, mm, b0, slope, cap_rate,
-                                pw, cond, late)  # fmt: skip
+        return self._epoch_info(e, gg.size > 0)
 
-    def _epoch_info(self, e, served, es_mix, n_int, gg, oo, mm, b0, slope, cap, pw, cond, late):
+    def _epoch_info(self, e: int, any_interactive: bool) -> dict:
         """Figures of epoch ``e`` for step-wise consumers (RL rewards, the gateway)."""
-        prep = self.sim.prep
-        dt = self.sc.epoch_s
-        idle_kwh = prep.built.region_idle_kw() * dt / 3600.0
-        it_kwh = self.it_dyn_kwh[:, e] + idle_kwh
-        f = prep.factors
-        carbon_kg = float((it_kwh * np.asarray(f.carbon_g)[e]).sum() / 1e3)
-        water_m3 = float(
-            (it_kwh * (np.asarray(f.water_onsite_l)[e] + np.asarray(f.water_offsite_l)[e])).sum()
-            / 1e3
-        )
-        cost_usd = float((it_kwh * np.asarray(f.cost_usd)[e]).sum())
+        b0, slope, cap, pw, cond, es_mix, served = self.out
+        it_kwh = self.it_dyn_kwh[:, e] + self.idle_kwh
         with np.errstate(divide="ignore", invalid="ignore"):
             completed = float(np.where(es_mix > 0, served / np.maximum(es_mix, 1e-12), 0.0).sum())
         # expected interactive SLO misses: queueing wait beyond the slack left after the
         # network and the mean prefill (exponential tail of the M/G/c wait)
         misses = 0.0
-        if gg.size:
-            t = self.types[gg, mm]
-            e_pf = self.svc.e_pf[t, CLASS_INTERACTIVE, mm]
-            fluid_w = _fluid_wait_mean(b0[gg], slope[gg], cap[gg], dt)
-            slack = self.sim.sc.ttft_slo_s - 2.0 * self.lat[oo, self.g_region[gg]] - e_pf - fluid_w
-            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-                tail = np.where(
-                    slack <= 0,
-                    1.0,
-                    pw[gg] * np.exp(-np.maximum(slack, 0.0) / np.maximum(cond[gg], 1e-12)),
-                )
-            tail = np.where(cond[gg] > 0, tail, (slack <= 0).astype(float))
-            misses = float((n_int[gg, oo, mm] * tail).sum())
+        if any_interactive:
+            misses = FK.slo_misses(
+                self.n_int, self.k_static[0], self.types, self.e_pf_int, self.lat, b0, slope,
+                cap, pw, cond, float(self.sim.sc.ttft_slo_s), self.sc.epoch_s,
+            )  # fmt: skip
         return {
             "it_energy_kwh": float(it_kwh.sum()),
-            "carbon_kg": carbon_kg,
-            "water_m3": water_m3,
-            "cost_usd": cost_usd,
+            "carbon_kg": float((it_kwh * self.f_carbon[e]).sum() / 1e3),
+            "water_m3": float((it_kwh * self.f_water[e]).sum() / 1e3),
+            "cost_usd": float((it_kwh * self.f_cost[e]).sum()),
             "completed": completed,
-            "slo_misses": misses + float(late.sum()),
+            "slo_misses": misses + float(self.acc[FK.ACC_EPOCH_LATE]),
             "held": float(self.pool.sum()),
             "backlog_requests": float(self.backlog_req.sum()),
         }
-
-    def _decode_at(self, batch: np.ndarray) -> np.ndarray:
-        """Decode step [G, M] at fractional batch sizes [G] (linear between table entries)."""
-        bmax = self.decode.shape[2] - 1
-        b = np.clip(batch, 1.0, bmax)
-        lo = np.floor(b).astype(np.int64)
-        hi = np.minimum(lo + 1, bmax)
-        w = (b - lo)[:, None]
-        g = np.arange(self.n_g)[:, None]
-        m = np.arange(self.n_m)[None, :]
-        return self.decode[g, m, lo[:, None]] * (1 - w) + self.decode[g, m, hi[:, None]] * w
 
     # ------------------------------------------------------------------ TTFT summary
     def ttft_summary(self, slo_s: float, seed: int, n_samples: int = 200_000) -> dict[str, float]:

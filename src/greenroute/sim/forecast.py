@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from greenroute.errors import UnknownNameError
+from greenroute.core.errors import UnknownNameError
 
 FORECASTERS: tuple[str, ...] = ("perfect", "persistence", "ewma", "noisy")
 EWMA_ALPHA = 0.5  # weight of the newest epoch (MARLIN's predictor is an EWMA; alpha not given)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from greenroute.core.errors import ConfigError
+
 # local policy codes used by the compiled path
 LP_ROUND_ROBIN = 0
 LP_LEAST_CONNECTIONS = 1
@@ -31,6 +33,17 @@ DROP_KV_OVERFLOW = 2
 DROP_NO_SERVER = 3
 DROP_POWER_CAP = 4
 DROP_REASONS = ("none", "queue_full", "kv_overflow", "no_server_for_model", "power_cap")
+
+
+def kernel_code(policy: object) -> int:
+    """The compiled kernel's code for a local policy (its optional ``kernel_code`` attribute),
+    or ``LP_PYTHON``: the engine then calls the policy's ``pick`` for every request."""
+    code = getattr(policy, "kernel_code", LP_PYTHON)
+    if not isinstance(code, int) or code < LP_PYTHON or code > LP_RANDOM:
+        raise ConfigError(
+            f"local policy {getattr(policy, 'name', policy)!r} has an invalid kernel_code {code!r}"
+        )
+    return int(code)
 
 
 class ServerState:

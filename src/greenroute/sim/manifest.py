@@ -6,17 +6,17 @@ import platform
 
 import numpy as np
 
+from greenroute.core.version import __version__
+
 MANIFEST_VERSION = 1
 
 
 def build_manifest(sim) -> dict:
-    import greenroute
-
     sc, prep, cfg = sim.sc, sim.prep, sim.config
     geo_opts = getattr(sim.geo, "options", None)
     return {
         "manifest_version": MANIFEST_VERSION,
-        "greenroute_version": greenroute.__version__,
+        "greenroute_version": __version__,
         "python": platform.python_version(),
         "numpy": np.__version__,
         "scenario": sc.name,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from greenroute.core.types import RequestView, ServerView
 from greenroute.data.workload import Requests
 from greenroute.sim import kernel as K
 from greenroute.sim.cluster import BuiltCluster
-from greenroute.sim.types import RequestView, ServerView
 
 
 class RequestBackend:
@@ -146,12 +146,12 @@ class RequestBackend:
                 out_drop[k] = min(reasons) if reasons else K.DROP_NO_SERVER
                 continue
             req = RequestView(int(ids[k]), float(t_reg[k]), int(self.reqs.cls[ids[k]]), m,
-                              int(prompt[k]), int(output[k]))  # fmt: skip
+                              int(prompt[k]), int(output[k]), float(u_local[k]))  # fmt: skip
             sv = ServerView(float(t_reg[k]), active, queued, slots, backlog, tokens, eligible,
                             resident)  # fmt: skip
             pick = int(self.local_policies[r].pick(req, sv))
             if not (0 <= pick < s1 - s0) or not eligible[pick]:
-                from greenroute.errors import GreenrouteError
+                from greenroute.core.errors import GreenrouteError
 
                 raise GreenrouteError(
                     f"local policy {self.local_policies[r].name!r} picked server {pick} in region "

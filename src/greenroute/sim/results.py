@@ -229,7 +229,7 @@ def _add_common(metrics: dict, sim, busy: np.ndarray) -> None:
         )
     metrics["invalid_plans"] = float(len(sim.invalid_plans))
     if sim.config.objective_scales:
-        from greenroute.objective import Objective
+        from greenroute.core.objective import Objective
 
         obj = Objective(sim.config.weights, dict(sim.config.objective_scales))
         for k, v in obj.terms(metrics).items():

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from greenroute.constraints import ConstraintSet
+from greenroute.core.errors import ConfigError
 from greenroute.data.workload import WorkloadSpec
-from greenroute.errors import ConfigError
 from greenroute.sim.cluster import Cluster
 
 FIDELITIES = ("request", "fluid")

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from greenroute.core.types import N_CLASSES
 from greenroute.sim.cluster import BuiltCluster
-from greenroute.sim.types import N_CLASSES
 
 N_LENGTH_SAMPLES = 1 << 17  # Monte-Carlo sample of lengths per class (mean error ~0.3 %)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,11 +46,6 @@ class EpochSignals:
         )
 
 
-# Custom signal sources (e.g. regions built from published climate normals) register here:
-# a function (region, start_utc, hours, seed) -> hourly DataFrame with HOURLY_COLUMNS.
-SIGNAL_SOURCES: dict[str, Callable[[str, pd.Timestamp, int, int], pd.DataFrame]] = {}
-
-
 def hourly_signals(
     region: str,
     start_utc: pd.Timestamp,
@@ -62,9 +57,11 @@ def hourly_signals(
     covers the region, else the embedded generator. Returns (frame, source)."""
     from greenroute.catalog import REGIONS
 
-    if region in SIGNAL_SOURCES:
-        return SIGNAL_SOURCES[region](region, start_utc, hours, seed), "normals"
     reg = REGIONS.get(region)
+    if reg is not None and not reg.has_signals:  # built from published climate normals
+        from greenroute.data.au_normals import hourly_signals as normals_signals
+
+        return normals_signals(region, start_utc, hours, seed), "normals"
     end = start_utc + pd.Timedelta(hours=hours)
     if data_dir is not None and reg is not None and reg.has_signals:
         from greenroute.data.signals import load_region_signals
@@ -120,7 +117,7 @@ def build_epoch_signals(
 
 
 def _real_files(data_dir: Path, regions: Sequence[str]) -> dict[str, str]:
-    from greenroute.data.paths import file_sha256
+    from greenroute.data.cache import file_checksum  # hashed once per process
     from greenroute.data.signals import load_regions_index
 
     index = load_regions_index(data_dir)
@@ -134,5 +131,5 @@ def _real_files(data_dir: Path, regions: Sequence[str]) -> dict[str, str]:
             if isinstance(rel, str) and rel:
                 path = Path(data_dir) / "grid" / rel
                 if path.is_file():
-                    out[f"grid/{rel}"] = file_sha256(path)
+                    out[f"grid/{rel}"] = file_checksum(path)
     return out

@@ -64,7 +64,8 @@ import scipy.sparse as sp
 from numba import njit
 from scipy.optimize import linprog
 
-from greenroute.errors import InfeasibleConstraintsError
+from greenroute.core.errors import ConfigError, InfeasibleConstraintsError
+from greenroute.core.types import ClusterInfo, Observation, Plan
 from greenroute.policies.optimize.lp import (
     OVERFLOW_PENALTY,
     LPSolution,
@@ -73,13 +74,13 @@ from greenroute.policies.optimize.lp import (
     plan_from_solution,
 )
 from greenroute.policies.optimize.model import (
+    DEFAULT_MAX_UTILISATION,
     DEFERRABLE,
     INTERACTIVE,
     CostModel,
     build_cost_model,
 )
 from greenroute.policies.registry import register_geo_policy
-from greenroute.sim.types import ClusterInfo, Observation, Plan
 
 
 # ---------------------------------------------------------------------------- the epoch problem
@@ -599,7 +600,7 @@ def admm_epoch(
     elif pair_scale == "mean":
         s_p = np.full(dem.shape, s_x)
     else:
-        raise ValueError(f"pair_scale must be 'mean', 'sqrt' or 'demand', not {pair_scale!r}")
+        raise ConfigError(f"unknown pair_scale {pair_scale!r}; valid choices: demand, mean, sqrt")
     d_flat = dem / s_p
     # region-major layout [R, P]
     mask = np.ascontiguousarray(ok.reshape(n_c * n_o, n_r).T)
@@ -676,13 +677,23 @@ def admm_epoch(
 
 
 # ---------------------------------------------------------------------------- the policy
-_TUNING = ("mu", "tau", "rho_every", "rho_freeze", "alpha", "max_refine")
-
-
 @register_geo_policy(
     "admm",
     "Temperature-aware ADMM (seed 004): per-region subproblems agree on the demand split; "
     "spatial only (no holding).",
+    units={
+        "rho": "penalty (per normalised request)",
+        "max_iter": "iterations",
+        "gap_tol": "relative gap",
+        "rho_every": "iterations",
+        "rho_freeze": "iterations",
+        "max_utilisation": "share of usable slots",
+        "weights": "objective weights",
+    },
+    help={
+        "check_gap": "also solve the centralised LP each epoch to report ADMM's gap",
+        "pair_scale": "scaling of the pair variables: mean | sqrt | demand",
+    },
 )
 class ADMMPolicy(_LPBase):
     """Each epoch, ADMM over the regions on the step-0 cost model (deferrable work is
@@ -702,27 +713,36 @@ class ADMMPolicy(_LPBase):
         pair_scale: str = "mean",
         warm_start: bool = True,
         check_gap: bool = True,
-        **options,
+        mu: float = 10.0,
+        tau: float = 2.0,
+        rho_every: int = 10,
+        rho_freeze: int = 500,
+        alpha: float = 1.0,
+        max_refine: int = 4,
+        weights: dict | None = None,
+        max_utilisation: float = DEFAULT_MAX_UTILISATION,
     ) -> None:
+        if rho <= 0 or max_iter < 1:
+            raise ConfigError(f"admm needs rho > 0 and max_iter >= 1 (got {rho}, {max_iter})")
         admm = {
-            "adaptive_rho": bool(adaptive_rho),
-            "eps_abs": float(eps_abs),
-            "eps_rel": float(eps_rel),
-            "max_iter": int(max_iter),
-            "gap_tol": None if gap_tol is None else float(gap_tol),
-            "pair_scale": str(pair_scale),
+            "adaptive_rho": adaptive_rho,
+            "eps_abs": eps_abs,
+            "eps_rel": eps_rel,
+            "max_iter": max_iter,
+            "gap_tol": gap_tol,
+            "pair_scale": pair_scale,
+            "mu": mu,
+            "tau": tau,
+            "rho_every": rho_every,
+            "rho_freeze": rho_freeze,
+            "alpha": alpha,
+            "max_refine": max_refine,
         }
-        for key in _TUNING:  # advanced: passed on to admm_epoch when given
-            if key in options:
-                admm[key] = options[key]
-        super().__init__(
-            rho=float(rho), warm_start=bool(warm_start), check_gap=bool(check_gap),
-            **admm, **{k: v for k, v in options.items() if k not in admm},
-        )  # fmt: skip
+        super().__init__(weights, max_utilisation)
         self.admm_options = admm
         self.rho0 = float(rho)
-        self.warm_start = bool(warm_start)
-        self.check_gap = bool(check_gap)
+        self.warm_start = warm_start
+        self.check_gap = check_gap
         self._reset_state()
 
     def _reset_state(self) -> None:

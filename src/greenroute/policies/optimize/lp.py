@@ -30,7 +30,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from greenroute.errors import InfeasibleConstraintsError
+from greenroute.core.errors import ConfigError, InfeasibleConstraintsError
+from greenroute.core.objective import objective_weights_option
+from greenroute.core.types import ClusterInfo, Observation, Plan
 from greenroute.policies.optimize.model import (
     DEFAULT_MAX_UTILISATION,
     DEFERRABLE,
@@ -39,7 +41,6 @@ from greenroute.policies.optimize.model import (
     build_cost_model,
 )
 from greenroute.policies.registry import register_geo_policy
-from greenroute.sim.types import ClusterInfo, ObjectiveWeights, Observation, Plan
 
 OVERFLOW_PENALTY = 1e3  # x the largest per-slot cost: overflow only when nothing else fits
 
@@ -331,12 +332,10 @@ class _LPBase:
         self,
         weights: dict | None = None,
         max_utilisation: float = DEFAULT_MAX_UTILISATION,
-        **options,
     ) -> None:
-        self.options = {"max_utilisation": max_utilisation, **options}
-        if weights is not None:
-            self.options["weights"] = dict(weights)
-        self.weights = ObjectiveWeights(**weights) if weights else None
+        self.weights = objective_weights_option(weights)
+        if not 0.0 < max_utilisation <= 1.0:
+            raise ConfigError(f"max_utilisation must be in (0, 1], got {max_utilisation}")
         self.max_util = float(max_utilisation)
         self.solve_times: list[float] = []
 
@@ -346,15 +345,31 @@ class _LPBase:
         self.solve_times = []
 
 
+_LP_UNITS = {"max_utilisation": "share of usable slots", "weights": "objective weights"}
+_LP_HELP = {
+    "max_utilisation": "busy-slot ceiling the LP plans to",
+    "weights": 'own objective weights, e.g. {"carbon": 1} (default: the run\'s --weights)',
+}
+
+
 @register_geo_policy(
     "lp-mpc",
     "Receding-horizon LP (HiGHS): spatial routing + deferrable scheduling on forecasts.",
+    units={"horizon": "epochs", **_LP_UNITS},
+    help={"horizon": "look-ahead of each LP", **_LP_HELP},
 )
 class LPMPC(_LPBase):
     name = "lp-mpc"
 
-    def __init__(self, horizon: int = 48, **options) -> None:
-        super().__init__(horizon=horizon, **options)
+    def __init__(
+        self,
+        horizon: int = 48,
+        weights: dict | None = None,
+        max_utilisation: float = DEFAULT_MAX_UTILISATION,
+    ) -> None:
+        super().__init__(weights, max_utilisation)
+        if horizon < 1:
+            raise ConfigError(f"horizon must be >= 1 epoch, got {horizon}")
         self.horizon_epochs = int(horizon)
 
     def summary(self) -> dict:
@@ -384,13 +399,17 @@ class LPMPC(_LPBase):
 @register_geo_policy(
     "oracle",
     "Clairvoyant lower bound: one LP over the whole run with perfect arrivals and signals.",
+    units=_LP_UNITS,
+    help=_LP_HELP,
 )
 class Oracle(_LPBase):
     name = "oracle"
     clairvoyant = True
 
-    def __init__(self, **options) -> None:
-        super().__init__(**options)
+    def __init__(
+        self, weights: dict | None = None, max_utilisation: float = DEFAULT_MAX_UTILISATION
+    ) -> None:
+        super().__init__(weights, max_utilisation)
         self.horizon_epochs: int | str = "all"
 
     def reset(self, cluster: ClusterInfo, seed: int) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from greenroute.sim.types import ObjectiveWeights, Observation
+from greenroute.core.types import ObjectiveWeights, Observation
 
 INTERACTIVE, DEFERRABLE = 0, 1
 DEFAULT_MAX_UTILISATION = 0.95  # seed 001 section 6: datacenters run up to 95 % utilisation

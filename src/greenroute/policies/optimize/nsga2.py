@@ -46,6 +46,8 @@ from pymoo.algorithms.moo.nsga2 import NSGA2
 from pymoo.config import Config
 from pymoo.core.problem import Problem
 
+from greenroute.core.objective import objective_weights_option
+from greenroute.core.types import ClusterInfo, ObjectiveWeights, Observation, Plan
 from greenroute.policies.optimize.model import (
     DEFAULT_MAX_UTILISATION,
     DEFERRABLE,
@@ -55,7 +57,6 @@ from greenroute.policies.optimize.model import (
     scale,
 )
 from greenroute.policies.registry import register_geo_policy
-from greenroute.sim.types import ClusterInfo, ObjectiveWeights, Observation, Plan
 
 Config.warnings["not_compiled"] = False  # pymoo would print its notice on stdout (--json)
 
@@ -291,6 +292,13 @@ class _EpochMOP(Problem):
 @register_geo_policy(
     "nsga2",
     "NSGA-II (pymoo) per epoch over carbon, water, cost, TTFT; picks by the weights. Spatial.",
+    units={
+        "pop_size": "plans",
+        "generations": "generations",
+        "patience": "generations",
+        "max_utilisation": "share of usable slots",
+        "weights": "objective weights",
+    },
 )
 class NSGA2Policy:
     """Per-epoch NSGA-II plan search; see the module docstring."""
@@ -305,18 +313,8 @@ class NSGA2Policy:
         generations: int = 25,
         patience: int = 6,
         max_utilisation: float = DEFAULT_MAX_UTILISATION,
-        **options,
     ) -> None:
-        self.options = {
-            "pop_size": pop_size,
-            "generations": generations,
-            "patience": patience,
-            "max_utilisation": max_utilisation,
-            **options,
-        }
-        if weights is not None:
-            self.options["weights"] = dict(weights)
-        self.weights = ObjectiveWeights(**weights) if weights else None
+        self.weights = objective_weights_option(weights)
         self.pop_size = max(int(pop_size), 4)
         self.generations = max(int(generations), 1)
         self.patience = max(int(patience), 1)

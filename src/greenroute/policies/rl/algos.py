@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from greenroute.errors import UnknownNameError
+from greenroute.core.errors import UnknownNameError
 
 ALGOS = ("ppo", "a2c", "dqn", "sac")
 

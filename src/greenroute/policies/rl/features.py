@@ -18,7 +18,7 @@ from collections import deque
 
 import numpy as np
 
-from greenroute.sim.types import Observation
+from greenroute.core.types import Observation
 
 CI_SCALE_G_PER_KWH = 500.0  # typical grid intensity (PROVENANCE summary: 47-691 g/kWh)
 PRICE_SCALE_USD_PER_KWH = 0.1

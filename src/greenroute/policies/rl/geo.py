@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from greenroute.errors import ConfigError
+from greenroute.core.errors import ConfigError
+from greenroute.core.types import ClusterInfo, Observation, Plan
 from greenroute.policies.rl import features as F
-from greenroute.sim.types import ClusterInfo, Observation, Plan
 
 MANAGER_ENV = "greenroute/GeoManager-v0"
 WORKER_ENV = "greenroute/GeoWorker-v0"

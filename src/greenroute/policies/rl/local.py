@@ -11,7 +11,7 @@ model was trained on (``greenroute.envs.lb``; seed 002 sections III-IV):
   :class:`ServerView`; tokens/s and concurrency limits from the model's metadata;
 * the mean response time of each server's recent completions, which the simulator does not
   expose: the policy replays its own decisions on a shadow copy of the env's server model
-  (:class:`greenroute.envs.lb.ServerFarm`), which has the simulator's dynamics for the
+  (:class:`greenroute.sim.fifo_farm.ServerFarm`), which has the simulator's dynamics for the
   seed-002 throughput model (FIFO, ``tokens / TPS`` per request), so the estimate is exact
   when this policy places every request of the region.
 
@@ -27,8 +27,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from greenroute.errors import ConfigError
-from greenroute.sim.types import RequestView, ServerView
+from greenroute.core.errors import ConfigError
+from greenroute.core.types import RequestView, ServerView
+from greenroute.policies.rl import lb_features as lb
+from greenroute.sim.fifo_farm import QUEUE_LIMIT, RT_WINDOW, ServerFarm
 
 ENV_ID = "greenroute/LoadBalancing-v0"
 
@@ -37,13 +39,11 @@ class RLLocalPolicy:
     """Per-request server choice by a trained seed-002 agent (PPO, A2C or DQN)."""
 
     def __init__(self, model, meta: dict, path: str | Path = "") -> None:
-        from greenroute.envs import lb
-
         env_meta = meta.get("env_meta") or {}
         if "scaler" not in env_meta or "servers" not in env_meta:
             raise ConfigError(
                 f"model {path} has no LoadBalancing-v0 metadata (scaler, servers); "
-                "train it with greenroute.policies.rl.train.train"
+                "train it with greenroute.bench.rl_train.train"
             )
         if int(env_meta.get("obs_version", -1)) != lb.OBS_VERSION:
             raise ConfigError(
@@ -62,8 +62,8 @@ class RLLocalPolicy:
         self.scaler = lb.RobustScaler.from_dict(env_meta["scaler"])
         t0 = pd.Timestamp(env_meta.get("stream_t0", "2023-11-16T18:17:00"))
         self._t0 = np.datetime64(t0.tz_localize(None) if t0.tz else t0, "ns")
-        self._queue_limit = int(env_meta.get("queue_limit", lb.QUEUE_LIMIT))
-        self._rt_window = int(env_meta.get("rt_window", lb.RT_WINDOW))
+        self._queue_limit = int(env_meta.get("queue_limit", QUEUE_LIMIT))
+        self._rt_window = int(env_meta.get("rt_window", RT_WINDOW))
         dim = len(lb.REQUEST_FEATURES) + len(lb.server_feature_names(self.obs_mode)) * (
             self.n_servers
         )
@@ -79,7 +79,7 @@ class RLLocalPolicy:
         self._ts: deque = deque(maxlen=n)
         self._prompt: deque = deque(maxlen=n)
         self._output: deque = deque(maxlen=n)
-        self.shadow = self._lb.ServerFarm(self.tps, self.slots.astype(int), self._queue_limit,
+        self.shadow = ServerFarm(self.tps, self.slots.astype(int), self._queue_limit,
                                           self._rt_window)  # fmt: skip
 
     def observation(self, request: RequestView, servers: ServerView) -> np.ndarray:
@@ -122,7 +122,7 @@ class RLLocalPolicy:
 
 
 def load_rl_local_policy(path: str | Path) -> RLLocalPolicy:
-    """``rl:PATH``: a model saved by ``greenroute.policies.rl.train.train`` on LoadBalancing-v0."""
+    """``rl:PATH``: a model saved by ``greenroute.bench.rl_train.train`` on LoadBalancing-v0."""
     from greenroute.policies.rl.store import load_model
 
     model, meta = load_model(path, expect_env=ENV_ID)

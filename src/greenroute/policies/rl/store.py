@@ -12,7 +12,7 @@ import json
 import zipfile
 from pathlib import Path
 
-from greenroute.errors import ConfigError, DataFormatError
+from greenroute.core.errors import ConfigError, DataFormatError
 
 META_NAME = "greenroute_meta.json"
 

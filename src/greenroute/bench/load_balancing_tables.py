@@ -1,11 +1,12 @@
 """Reproduce seed 002's Tables I and II (RL load balancing) on the Azure code trace.
 
-    python -m greenroute.bench.rl_seed002 [--steps-nominal N] [--steps-high N] [--out DIR]
+    python -m greenroute.bench.load_balancing_tables [--steps-nominal N] [--steps-high N] \
+        [--out DIR]
         [--json] [--data-dir DIR] [--episodes 5] [--seed 0] [--jobs 2] [--algos ppo,a2c,dqn]
         [--obs extended|paper]
 
 For each scenario (``lb-nominal``: Table I, ``lb-highload``: Table II) PPO, A2C and DQN are
-trained with stable-baselines3 through :func:`greenroute.policies.rl.train.train` (seed 002
+trained with stable-baselines3 through :func:`greenroute.bench.rl_train.train` (seed 002
 section V: MLP 2 x 128 ReLU, learning rate 3e-4, gamma 0.99, DQN buffer 50,000) on the
 training split (first 70 % of the stream by time) and saved to ``DIR/<scenario>-<algo>.zip``.
 Every agent, and the four classical baselines (Round Robin, Least Connections, Least Loaded,
@@ -102,7 +103,7 @@ LABELS = {
 def _train_job(job: dict) -> dict:
     import torch
 
-    from greenroute.policies.rl.train import train
+    from greenroute.bench.rl_train import train
 
     torch.set_num_threads(1)
     meta = train(
@@ -115,7 +116,7 @@ def _train_job(job: dict) -> dict:
 def _saved_meta(job: dict, exact: bool = True) -> dict | None:
     """The metadata of the job's saved model; with ``exact``, only if it was trained with
     the same algorithm, steps, seed, env options and hyperparameters."""
-    from greenroute.errors import GreenrouteError
+    from greenroute.core.errors import GreenrouteError
     from greenroute.policies.rl.algos import default_hyperparameters
     from greenroute.policies.rl.store import read_meta
 
@@ -239,11 +240,11 @@ def verdict(res: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m greenroute.bench.rl_seed002",
+    ap = argparse.ArgumentParser(prog="python -m greenroute.bench.load_balancing_tables",
                                  description=__doc__.split("\n\n")[0])  # fmt: skip
     ap.add_argument("--steps-nominal", type=int, default=200_000)
     ap.add_argument("--steps-high", type=int, default=400_000)
-    ap.add_argument("--out", default="runs/rl_seed002")
+    ap.add_argument("--out", default="runs/load_balancing_tables")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--episodes", type=int, default=5)
@@ -308,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     train_wall = time.perf_counter() - t0
 
     results: dict = {"config": {
-        "command": "python -m greenroute.bench.rl_seed002 " + " ".join(argv or sys.argv[1:]),
+        "command": "python -m greenroute.bench.load_balancing_tables "
+        + " ".join(argv or sys.argv[1:]),
         "steps": steps, "seed": args.seed, "episodes": args.episodes, "obs": args.obs,
         "train_reward_scale": TRAIN_REWARD_SCALE, "jobs": args.jobs,
         "training_wall_s_total": train_wall, "data_dir": data_dir,

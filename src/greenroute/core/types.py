@@ -9,14 +9,12 @@ hard constraints before applying it (``greenroute.constraints``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
-
-    from greenroute.constraints import ConstraintSet
 
 CLASSES: tuple[str, ...] = ("interactive", "deferrable")
 N_CLASSES = len(CLASSES)
@@ -26,7 +24,7 @@ N_CLASSES = len(CLASSES)
 class ObjectiveWeights:
     """Weights of the scalar objective (seed 001 eq. 11 generalised): carbon kg, water m³,
     cost $, latency (mean TTFT s) plus a penalty on the SLO-violation share. The default is
-    the ``balanced`` preset; see :mod:`greenroute.objective`."""
+    the ``balanced`` preset; see :mod:`greenroute.core.objective`."""
 
     carbon: float = 0.25
     water: float = 0.25
@@ -114,7 +112,7 @@ class Observation:
     allowed: np.ndarray  # [C, O, R] bool: the hard constraints' mask for this epoch
     ttft_slo_s: float
     weights: ObjectiveWeights
-    constraints: ConstraintSet | None = None
+    constraints: Any = None  # the run's greenroute.constraints.ConstraintSet (core can't import it)
     # reference magnitudes that normalise the objective (local-only's carbon_kg, water_m3,
     # cost_usd, ttft_mean_s) and expected run totals (interactive requests)
     objective_scales: dict = field(default_factory=dict)
@@ -182,6 +180,7 @@ class RequestView:
     model: int
     prompt_tokens: int
     output_tokens: int
+    uniform: float = 0.5  # a seeded U(0,1) draw for this request (for randomised policies)
 
 
 @dataclass(frozen=True)
@@ -200,7 +199,11 @@ class ServerView:
 
 @runtime_checkable
 class LocalPolicy(Protocol):
-    """Per-request server choice inside one region."""
+    """Per-request server choice inside one region.
+
+    Optional attribute ``kernel_code`` (one of ``greenroute.sim.kernel.LP_*``): the policy's
+    rule is also compiled into the request kernel, which then places requests without calling
+    ``pick`` (it must make the same choices; the built-ins are tested for it)."""
 
     name: str
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from greenroute.errors import DataFormatError
+from greenroute.core.errors import DataFormatError
 from greenroute.policies.rl import features as F
 
 COLUMNS = ("epoch", "time_utc", "agent", "role", "obs", "action", "reward", "route", "hold",

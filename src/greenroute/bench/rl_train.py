@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
-from greenroute.errors import ConfigError, UnknownNameError
+from greenroute.core.errors import ConfigError, UnknownNameError
 
 
 def parse_overrides(items: list[str] | None) -> dict:
     """``key=value`` pairs; values parsed as JSON when possible (numbers, lists, bools)."""
-    from greenroute.errors import parse_key_values
+    from greenroute.core.options import parse_key_values
 
     return parse_key_values(items, "--env-option/--hp")
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from greenroute.errors import ConfigError, UnknownNameError
-from greenroute.sim.types import ObjectiveWeights
+from greenroute.core.errors import ConfigError, UnknownNameError
+from greenroute.core.types import ObjectiveWeights
 
 DEFAULT_SLO_PENALTY = 5.0  # 1 % of requests over their SLO costs 0.05, i.e. 5 % of J(local-only)
 
@@ -96,3 +96,24 @@ class Objective:
 
 def _finite(x: float) -> float:
     return x if math.isfinite(x) else 0.0
+
+
+def objective_weights_option(weights: dict | None) -> ObjectiveWeights | None:
+    """A policy's own ``weights`` option (``{"carbon": 1}``; unnamed weights 0, ``slo_penalty``
+    defaults to :data:`DEFAULT_SLO_PENALTY`) as :class:`ObjectiveWeights`, or None: the policy
+    then optimises the run's weights (``obs.weights``)."""
+    if weights is None:
+        return None
+    unknown = sorted(set(weights) - set(WEIGHT_FIELDS))
+    if unknown:
+        raise ConfigError(
+            f"unknown weight(s) {unknown} in the weights option; valid choices: "
+            f"{', '.join(WEIGHT_FIELDS)}"
+        )
+    values = {k: 0.0 for k in WEIGHT_FIELDS}
+    values["slo_penalty"] = DEFAULT_SLO_PENALTY
+    for k, v in weights.items():
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+            raise ConfigError(f"weight {k!r} must be a finite number >= 0, got {v!r}")
+        values[k] = float(v)
+    return ObjectiveWeights(**values)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from greenroute.errors import ConfigError
+from greenroute.core.errors import ConfigError
 from greenroute.sim.results import RunResult
 
 

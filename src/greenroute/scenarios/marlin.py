@@ -1,0 +1,125 @@
+"""``marlin8`` (seed 001, section 6): MARLIN's baseline experiment.
+
+8 datacenters, 24 h, 15-min epochs, 1000 nodes per datacenter across 6 uniformly distributed
+node types (2/4/8 x A100/H100), Llama-7B and Llama-70B, MARLIN's facility physics (§3),
+requests originating uniformly across regions.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from greenroute.catalog.regions import REGIONS
+from greenroute.data.workload import WorkloadSpec
+from greenroute.scenarios.geo import DIURNAL_FLAT_SHARE
+from greenroute.scenarios.registry import register_scenario
+from greenroute.sim.cluster import Cluster, RegionCluster, ServerGroup
+from greenroute.sim.scenario import Scenario
+
+# ============================================================================================
+# MARLIN does not list its sites. Eight of the 16 real-data regions, one or two per continent,
+# spanning the range of carbon and water in shared/data (2023 direct CI means, PROVENANCE.md):
+#   CA-ON 47 g/kWh (nuclear + hydro: low carbon, water-hungry nuclear),
+#   BR-SP 56 (hydro), GB 129 (wind + gas, cool climate), US-CAL-CISO 194 (solar, dry),
+#   DE-LU 308 (mixed), SG 369 (gas; hot and humid: the highest wet bulb, so the most
+#   evaporative cooling water), AU-NSW 502 (coal), ZA 645 (coal, highland).
+# IN-WE and JP-TK are left out because their carbon series are 100 % modelled estimates.
+MARLIN8_REGIONS: tuple[str, ...] = (
+    "US-CAL-CISO",
+    "CA-ON",
+    "BR-SP",
+    "GB",
+    "DE-LU",
+    "ZA",
+    "SG",
+    "AU-NSW",
+)
+MARLIN8_START = pd.Timestamp("2023-07-01 00:00", tz="UTC")  # same day as the geo scenarios
+MARLIN8_NODES_PER_DC = 1000
+MARLIN8_MODELS = ("llama2-7b", "llama2-70b")
+
+
+# One node type per (GPU, GPUs per node); 1000 nodes split as evenly as integers allow.
+# Each node is one serving instance with tp = its GPU count, except the 2-GPU nodes: the only
+# Llama-2-7B profile is tp = 1 (AVAILABLE_PERF), and a 7B model (13.5 GB of weights) fits one
+# 80 GB GPU, where tensor parallelism only adds communication. So a 2-GPU node runs two
+# data-parallel Llama-2-7B instances (tp = 1 each; power is linear in GPUs, so two 1-GPU
+# instances draw what one 2-GPU node does). Llama-2-70B (138 GB of weights) goes on the 4- and
+# 8-GPU nodes, where it leaves 150 / 438 GB of KV cache (tp = 2 would leave 6 GB, ~18k tokens).
+def _marlin_counts(total: int, n: int) -> list[int]:
+    base, extra = divmod(total, n)
+    return [base + (1 if i < extra else 0) for i in range(n)]
+
+
+MARLIN8_NODE_TYPES: tuple[tuple[str, int, str, int, int], ...] = tuple(
+    # (gpu, gpus per node, model, tp, nodes)
+    (gpu, gpus, "llama2-7b" if gpus == 2 else "llama2-70b", 1 if gpus == 2 else gpus, n)
+    for (gpu, gpus), n in zip(
+        [(g, k) for g in ("a100-80gb", "h100-80gb") for k in (2, 4, 8)],
+        _marlin_counts(MARLIN8_NODES_PER_DC, 6),
+        strict=True,
+    )
+)
+MARLIN8_SLOTS = 32  # continuous-batching slots per instance (the package default)
+
+# Requests: 80 % Llama-2-7B, 20 % Llama-2-70B (MARLIN gives no mix). A 7B instance on one GPU
+# turns a request around ~3-4x faster than a 70B instance on 4-8 GPUs and the cluster holds
+# the same number of 7B instances as 70B ones, so this split loads the two pools about
+# equally. Requests originate uniformly across the 8 regions (seed 001 §6).
+MARLIN8_MODEL_MIX = (0.8, 0.2)
+# Per-origin day-average interactive rate; deferrable jobs add 10 %. Sized (local-only, seed 0,
+# real data) for a moderate cluster mean utilisation of ~0.29 (7B pool 0.31, 70B pool 0.28),
+# the busiest datacenter-epoch at ~0.73 and the busiest hardware group at ~0.90, below
+# MARLIN's 95 % cap. These figures assume the fluid engine routes each model only to groups
+# that can host it; see the note in marlin8()'s docstring.
+MARLIN8_INTERACTIVE_RPS = 3500.0
+MARLIN8_DEFERRABLE_RPS = 350.0
+
+
+def _marlin_groups() -> tuple[ServerGroup, ...]:
+    return tuple(
+        ServerGroup(nodes * (gpus // tp), model, gpu, tp, MARLIN8_SLOTS)
+        for gpu, gpus, model, tp, nodes in MARLIN8_NODE_TYPES
+    )
+
+
+@register_scenario(
+    "marlin8",
+    "Seed 001 §6: 8 DCs x 1000 nodes (6 types, 2/4/8 x A100/H100), Llama-7B/70B, 24 h",
+)
+def marlin8() -> Scenario:
+    """MARLIN's baseline experiment: 8 datacenters, 24 h of 15-minute epochs.
+
+    Known limitation (engine, not scenario): the fluid engine splits a region's requests over
+    its hardware groups by slot share whatever the model, and drops requests that land on a
+    group that cannot host their model. Here no group can host both models (Llama-2-7B has
+    only a tp = 1 profile, Llama-2-70B needs tp >= 2), so until ``sim/fluid.py`` splits each
+    model over the groups able to host it, about half of the requests are dropped as
+    ``no_server_for_model`` (tests/test_scenarios_extra.py marks that check xfail).
+    """
+    regions = MARLIN8_REGIONS
+    spec = WorkloadSpec(
+        origins=regions,
+        origin_timezones=tuple(REGIONS[r].timezone for r in regions),
+        interactive_rps=tuple(MARLIN8_INTERACTIVE_RPS for _ in regions),
+        deferrable_rps=tuple(MARLIN8_DEFERRABLE_RPS for _ in regions),
+        models=MARLIN8_MODELS,
+        model_mix=MARLIN8_MODEL_MIX,
+        diurnal_flat_share=DIURNAL_FLAT_SHARE,
+    )
+    groups = _marlin_groups()
+    return Scenario(
+        name="marlin8",
+        description="MARLIN baseline: 8 DCs x 1000 nodes (2/4/8 x A100/H100), Llama-2-7B "
+        "and -70B, 24 h, 15-min epochs, MARLIN facility physics",
+        regions=regions,
+        origins=regions,
+        cluster=Cluster(tuple(RegionCluster(r, groups) for r in regions)),
+        workload=spec,
+        start_utc=MARLIN8_START,
+        days=1.0,
+        models=MARLIN8_MODELS,
+        epoch_s=900.0,
+        fidelity="fluid",
+        facility="marlin",
+    )
