@@ -66,6 +66,22 @@ DataDirOpt = Annotated[
 ]
 OutOpt = Annotated[Path | None, typer.Option(help="write metrics, epochs and manifest here")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON to stdout")]
+NoCacheOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="neither read nor write the cache of parsed data files and reference scales "
+        "($GREENROUTE_CACHE_DIR, else ~/.cache/greenroute)",
+    ),
+]
+
+
+def _no_cache(flag: bool) -> None:
+    """--no-cache: the whole command bypasses greenroute.data.cache (via its env variable)."""
+    if flag:
+        from greenroute.data.cache import NO_CACHE_ENV
+
+        os.environ[NO_CACHE_ENV] = "1"
 LocalOpt = Annotated[str, typer.Option(help="local (per-request) policy")]
 FidelityOpt = Annotated[str | None, typer.Option(help="request | fluid (default: scenario's)")]
 ExcludeOpt = Annotated[
@@ -215,8 +231,10 @@ def run(
         list[str] | None,
         typer.Option(help="policy option KEY=VALUE, e.g. horizon=96 for lp-mpc (repeatable)"),
     ] = None,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Simulate one geo policy on a scenario."""
+    _no_cache(no_cache)
     from greenroute import api
     from greenroute.sim.output import metrics_json, write_run
 
@@ -286,8 +304,10 @@ def compare(
     oracle_gap: Annotated[
         bool, typer.Option(help="add the oracle-gap columns (runs local-only and oracle)")
     ] = True,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Compare geo policies on one scenario (same workload, signals and seed)."""
+    _no_cache(no_cache)
     from greenroute.policies.registry import geo_policy_names
     from greenroute.sim.output import metrics_json, write_compare
 
@@ -515,6 +535,7 @@ def pareto(
     seed: SeedOpt = 0,
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Pareto front and hypervolume of policies over carbon, water, cost and mean TTFT.
 
