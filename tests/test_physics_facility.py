@@ -18,7 +18,11 @@ EPRI_SUPPLY_KWH_PER_M3 = 1406.0 / 3785.411784  # 1,406 kWh per million US gallon
 
 def _signals(**kw: object) -> dict[str, object]:
     base = dict(
-        temp_c=25.0, wetbulb_c=20.0, ci_g_per_kwh=300.0, price_usd_per_kwh=0.05, ewif_l_per_kwh=1.2
+        temp_c=25.0,
+        wetbulb_c=20.0,
+        carbon_intensity_g_per_kwh=300.0,
+        price_usd_per_kwh=0.05,
+        ewif_l_per_kwh=1.2,
     )
     base.update(kw)
     return base
@@ -39,7 +43,11 @@ def test_marlin_by_hand() -> None:
         "marlin", cop_d=4.0, phi=0.2, ei_pot_kwh_per_l=0.0004, ei_waste_kwh_per_l=0.0003
     )
     f = model.factors(
-        temp_c=30.0, wetbulb_c=25.0, ci_g_per_kwh=400.0, price_usd_per_kwh=0.1, ewif_l_per_kwh=2.0
+        temp_c=30.0,
+        wetbulb_c=25.0,
+        carbon_intensity_g_per_kwh=400.0,
+        price_usd_per_kwh=0.1,
+        ewif_l_per_kwh=2.0,
     )
     ledger = fac.facility_ledger(100.0, f)
 
@@ -80,18 +88,18 @@ def test_marlin_defaults() -> None:
     assert m.ei_pot_kwh_per_l == pytest.approx(EPRI_SUPPLY_KWH_PER_M3 / 1000)
     assert m.ei_waste_kwh_per_l == pytest.approx(0.35 / 1000)
     f = m.factors(**_signals())
-    assert float(f.total_kwh) == pytest.approx(1 + 3 / 4.728 + 0.13)
+    assert float(f.energy_kwh_per_it_kwh) == pytest.approx(1 + 3 / 4.728 + 0.13)
     # As written, G_blow = G_E / (1 - 1/6) = 1.2 G_E: on-site = 2.2 x evaporation.
-    assert float(f.water_onsite_l) == pytest.approx(2.2 * LITRES_PER_KWH_OF_HEAT)
+    assert float(f.water_onsite_l_per_it_kwh) == pytest.approx(2.2 * LITRES_PER_KWH_OF_HEAT)
 
 
 def test_marlin_h_cool_basis_and_weather_independence() -> None:
     m = fac.get_facility_model("marlin", cop_d=4.0, h_cool_basis="it+cooling")
     f = m.factors(**_signals())
     g_e = (1.0 + 0.75) * LITRES_PER_KWH_OF_HEAT
-    assert float(f.water_onsite_l) == pytest.approx(g_e + g_e / (1 - 1 / 6))
+    assert float(f.water_onsite_l_per_it_kwh) == pytest.approx(g_e + g_e / (1 - 1 / 6))
     hot = m.factors(**_signals(temp_c=45.0, wetbulb_c=30.0))
-    assert float(hot.total_kwh) == float(f.total_kwh)  # fixed COP_d
+    assert float(hot.energy_kwh_per_it_kwh) == float(f.energy_kwh_per_it_kwh)  # fixed COP_d
     with pytest.raises(UnknownNameError):
         fac.get_facility_model("marlin", h_cool_basis="ambient")
     with pytest.raises(ConfigError):
@@ -111,13 +119,13 @@ def test_default_point_by_hand() -> None:
     onsite = evap + blow
     water_kwh = (onsite * EPRI_SUPPLY_KWH_PER_M3 + blow * 0.35) / 1000.0
     f = fac.get_facility_model("default").factors(**_signals())
-    assert float(f.cooling_kwh) == pytest.approx(cooling)
-    assert float(f.infra_kwh) == pytest.approx(0.05)
-    assert float(f.total_kwh) == pytest.approx(total)
-    assert float(f.water_onsite_l) == pytest.approx(onsite)
-    assert float(f.water_offsite_l) == pytest.approx(total * 1.2)
-    assert float(f.carbon_g) == pytest.approx(300.0 * (total + water_kwh))
-    assert float(f.cost_usd) == pytest.approx(0.05 * total)
+    assert float(f.cooling_kwh_per_it_kwh) == pytest.approx(cooling)
+    assert float(f.infra_kwh_per_it_kwh) == pytest.approx(0.05)
+    assert float(f.energy_kwh_per_it_kwh) == pytest.approx(total)
+    assert float(f.water_onsite_l_per_it_kwh) == pytest.approx(onsite)
+    assert float(f.water_offsite_l_per_it_kwh) == pytest.approx(total * 1.2)
+    assert float(f.carbon_g_per_it_kwh) == pytest.approx(300.0 * (total + water_kwh))
+    assert float(f.cost_usd_per_it_kwh) == pytest.approx(0.05 * total)
     assert 1.15 < total < 1.2
 
 
@@ -125,8 +133,8 @@ def test_default_zero_evaporation_in_free_cooling() -> None:
     # Cold: T_db 0 °C -> full free cooling (fans/pumps only) and the hybrid cooler runs dry.
     wb = float(wet_bulb_stull_c(0.0, 80.0))
     f = fac.get_facility_model("default").factors(**_signals(temp_c=0.0, wetbulb_c=wb))
-    assert float(f.cooling_kwh) == pytest.approx(1 / 15)
-    assert float(f.water_onsite_l) == 0.0
+    assert float(f.cooling_kwh_per_it_kwh) == pytest.approx(1 / 15)
+    assert float(f.water_onsite_l_per_it_kwh) == 0.0
 
 
 def test_default_dry_climate_assumption_documented() -> None:
@@ -134,14 +142,14 @@ def test_default_dry_climate_assumption_documented() -> None:
     # bulb is too warm for dry operation, so the tower evaporates (the documented assumption).
     wb = float(wet_bulb_stull_c(20.0, 10.0))
     f = fac.get_facility_model("default").factors(**_signals(temp_c=20.0, wetbulb_c=wb))
-    assert float(f.cooling_kwh) == pytest.approx(1 / 15)
-    assert float(f.water_onsite_l) == pytest.approx(0.85 * LITRES_PER_KWH_OF_HEAT * 1.2)
+    assert float(f.cooling_kwh_per_it_kwh) == pytest.approx(1 / 15)
+    assert float(f.water_onsite_l_per_it_kwh) == pytest.approx(0.85 * LITRES_PER_KWH_OF_HEAT * 1.2)
 
 
 def test_default_air_cooled_has_no_onsite_water() -> None:
     f = fac.get_facility_model("default", plant="air-cooled").factors(**_signals(temp_c=40.0))
-    assert float(f.water_onsite_l) == 0.0
-    assert float(f.cooling_kwh) > 1 / 15
+    assert float(f.water_onsite_l_per_it_kwh) == 0.0
+    assert float(f.cooling_kwh_per_it_kwh) > 1 / 15
 
 
 temps = st.floats(min_value=-30.0, max_value=48.0)
@@ -154,8 +162,8 @@ def test_default_monotone_in_temperature(t1: float, t2: float, rh: float) -> Non
     model = fac.get_facility_model("default")
     f_lo = model.factors(**_signals(temp_c=lo, wetbulb_c=wet_bulb_stull_c(lo, rh)))
     f_hi = model.factors(**_signals(temp_c=hi, wetbulb_c=wet_bulb_stull_c(hi, rh)))
-    assert float(f_lo.total_kwh) <= float(f_hi.total_kwh) + 1e-12
-    assert float(f_lo.water_onsite_l) <= float(f_hi.water_onsite_l) + 1e-12
+    assert float(f_lo.energy_kwh_per_it_kwh) <= float(f_hi.energy_kwh_per_it_kwh) + 1e-12
+    assert float(f_lo.water_onsite_l_per_it_kwh) <= float(f_hi.water_onsite_l_per_it_kwh) + 1e-12
 
 
 @given(
@@ -170,7 +178,7 @@ def test_linear_in_it_energy(
     a: float, b: float, k: float, t: float, ci: float, preset: str
 ) -> None:
     f = fac.get_facility_model(preset).factors(
-        **_signals(temp_c=t, wetbulb_c=t - 3.0, ci_g_per_kwh=ci)
+        **_signals(temp_c=t, wetbulb_c=t - 3.0, carbon_intensity_g_per_kwh=ci)
     )
     la, lb = fac.facility_ledger(a, f), fac.facility_ledger(b, f)
     lab, lka = fac.facility_ledger(a + b, f), fac.facility_ledger(k * a, f)
@@ -184,11 +192,23 @@ def test_ledger_identities_and_broadcast() -> None:
     ci = np.array([[100.0, 400.0, 700.0, 50.0]])  # 4 epochs
     for preset in fac.FACILITY_PRESETS:
         f = fac.get_facility_model(preset).factors(
-            temp_c=t, wetbulb_c=t - 4.0, ci_g_per_kwh=ci, price_usd_per_kwh=0.1, ewif_l_per_kwh=1.5
+            temp_c=t,
+            wetbulb_c=t - 4.0,
+            carbon_intensity_g_per_kwh=ci,
+            price_usd_per_kwh=0.1,
+            ewif_l_per_kwh=1.5,
         )
-        for arr in (f.cooling_kwh, f.infra_kwh, f.total_kwh, f.water_onsite_l, f.carbon_g):
+        for arr in (
+            f.cooling_kwh_per_it_kwh,
+            f.infra_kwh_per_it_kwh,
+            f.energy_kwh_per_it_kwh,
+            f.water_onsite_l_per_it_kwh,
+            f.carbon_g_per_it_kwh,
+        ):
             assert arr.shape == (3, 4)
-        np.testing.assert_allclose(f.total_kwh, 1.0 + f.cooling_kwh + f.infra_kwh)
+        np.testing.assert_allclose(
+            f.energy_kwh_per_it_kwh, 1.0 + f.cooling_kwh_per_it_kwh + f.infra_kwh_per_it_kwh
+        )
         it = np.full((3, 4), 7.0)
         led = fac.facility_ledger(it, f)
         assert set(led) == set(fac.LEDGER_KEYS)

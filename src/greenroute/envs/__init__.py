@@ -30,7 +30,9 @@ def register_envs() -> bool:
     """Register the Gymnasium ids; returns False when gymnasium is not installed."""
     try:
         import gymnasium as gym
-    except ImportError:
+    except ModuleNotFoundError as exc:  # the [rl] extra is not installed
+        if exc.name != "gymnasium":
+            raise
         return False
     for env_id, entry in _ENTRY_POINTS.items():
         if env_id not in gym.registry:

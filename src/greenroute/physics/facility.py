@@ -20,9 +20,10 @@ Two presets (:data:`FACILITY_PRESETS`):
     defaults for what the paper leaves open (``COP_d``, ``φ``, ``EI_pot``, ``EI_waste``,
     ``H_cool``) documented on :class:`MarlinFacility`.
 
-Signals: ``temp_c`` (dry bulb), ``wetbulb_c``, ``ci_g_per_kwh`` (grid carbon intensity,
-gCO2e/kWh), ``price_usd_per_kwh``, ``ewif_l_per_kwh`` (grid water intensity, L/kWh). Carbon is
-in grams, water in litres, cost in USD.
+Signals: ``temp_c`` (dry bulb), ``wetbulb_c``, ``carbon_intensity_g_per_kwh`` (grid carbon
+intensity, gCO2e/kWh), ``price_usd_per_kwh``, ``ewif_l_per_kwh`` (grid water intensity, L/kWh).
+Carbon is in grams, water in litres, cost in USD. :class:`FacilityFactors` fields are rates per
+kWh of IT energy (``carbon_g_per_it_kwh``, ...).
 """
 
 from __future__ import annotations
@@ -80,13 +81,13 @@ MARLIN_H_COOL_BASES: tuple[str, ...] = ("it", "it+cooling", "total")
 class FacilityFactors:
     """Per kWh of IT energy; every array has the broadcast shape of the signals."""
 
-    cooling_kwh: np.ndarray
-    infra_kwh: np.ndarray
-    total_kwh: np.ndarray  # 1 + cooling + infra
-    water_onsite_l: np.ndarray
-    water_offsite_l: np.ndarray
-    carbon_g: np.ndarray
-    cost_usd: np.ndarray
+    cooling_kwh_per_it_kwh: np.ndarray
+    infra_kwh_per_it_kwh: np.ndarray
+    energy_kwh_per_it_kwh: np.ndarray  # 1 + cooling + infra
+    water_onsite_l_per_it_kwh: np.ndarray
+    water_offsite_l_per_it_kwh: np.ndarray
+    carbon_g_per_it_kwh: np.ndarray
+    cost_usd_per_it_kwh: np.ndarray
 
 
 def _factors(**arrays: np.ndarray) -> FacilityFactors:
@@ -104,7 +105,7 @@ class FacilityModel(Protocol):
         *,
         temp_c: ArrayLike,
         wetbulb_c: ArrayLike,
-        ci_g_per_kwh: ArrayLike,
+        carbon_intensity_g_per_kwh: ArrayLike,
         price_usd_per_kwh: ArrayLike,
         ewif_l_per_kwh: ArrayLike,
     ) -> FacilityFactors: ...
@@ -131,7 +132,7 @@ class DefaultFacility:
         *,
         temp_c: ArrayLike,
         wetbulb_c: ArrayLike,
-        ci_g_per_kwh: ArrayLike,
+        carbon_intensity_g_per_kwh: ArrayLike,
         price_usd_per_kwh: ArrayLike,
         ewif_l_per_kwh: ArrayLike,
     ) -> FacilityFactors:
@@ -150,16 +151,16 @@ class DefaultFacility:
         water_energy_kwh = (
             onsite * self.water_supply_kwh_per_m3 + blow * self.wastewater_kwh_per_m3
         ) / _water.L_PER_M3
-        carbon = _f(ci_g_per_kwh) * (total + water_energy_kwh)
+        carbon = _f(carbon_intensity_g_per_kwh) * (total + water_energy_kwh)
         cost = _f(price_usd_per_kwh) * total
         return _factors(
-            cooling_kwh=cooling,
-            infra_kwh=infra,
-            total_kwh=total,
-            water_onsite_l=onsite,
-            water_offsite_l=offsite,
-            carbon_g=carbon,
-            cost_usd=cost,
+            cooling_kwh_per_it_kwh=cooling,
+            infra_kwh_per_it_kwh=infra,
+            energy_kwh_per_it_kwh=total,
+            water_onsite_l_per_it_kwh=onsite,
+            water_offsite_l_per_it_kwh=offsite,
+            carbon_g_per_it_kwh=carbon,
+            cost_usd_per_it_kwh=cost,
         )
 
 
@@ -197,7 +198,7 @@ class MarlinFacility:
         *,
         temp_c: ArrayLike,
         wetbulb_c: ArrayLike,
-        ci_g_per_kwh: ArrayLike,
+        carbon_intensity_g_per_kwh: ArrayLike,
         price_usd_per_kwh: ArrayLike,
         ewif_l_per_kwh: ArrayLike,
     ) -> FacilityFactors:
@@ -205,7 +206,7 @@ class MarlinFacility:
         shape = np.broadcast_shapes(
             np.shape(temp_c),
             np.shape(wetbulb_c),
-            np.shape(ci_g_per_kwh),
+            np.shape(carbon_intensity_g_per_kwh),
             np.shape(price_usd_per_kwh),
             np.shape(ewif_l_per_kwh),
         )
@@ -221,20 +222,20 @@ class MarlinFacility:
         g_blow = g_e / (1.0 - self.phi)  # §3.4: G_blow = G_E / (1 - φ), as written
         g_grid = e_tot * _f(ewif_l_per_kwh)  # §3.4: G_grid = E_tot x GI_d
         # eq. 8: G_tot = G_E + G_blow + G_grid (on-site = G_E + G_blow, off-site = G_grid)
-        ci = _f(ci_g_per_kwh)
+        ci = _f(carbon_intensity_g_per_kwh)
         z_grid = ci * e_tot  # §3.5: Z_grid = CI x E_tot
         z_pot = (g_blow + g_e) * self.ei_pot_kwh_per_l  # §3.5 (kWh)
         z_waste = g_grid * self.ei_waste_kwh_per_l  # §3.5 (kWh)
         z_g = (z_pot + z_waste) * ci  # eq. 9
         z_tot = z_grid + z_g  # eq. 10
         return _factors(
-            cooling_kwh=e_cool,
-            infra_kwh=e_infra,
-            total_kwh=e_tot,
-            water_onsite_l=g_e + g_blow,
-            water_offsite_l=g_grid,
-            carbon_g=z_tot,
-            cost_usd=cost,
+            cooling_kwh_per_it_kwh=e_cool,
+            infra_kwh_per_it_kwh=e_infra,
+            energy_kwh_per_it_kwh=e_tot,
+            water_onsite_l_per_it_kwh=g_e + g_blow,
+            water_offsite_l_per_it_kwh=g_grid,
+            carbon_g_per_it_kwh=z_tot,
+            cost_usd_per_it_kwh=cost,
         )
 
 
@@ -281,16 +282,16 @@ def facility_ledger(it_kwh: ArrayLike, f: FacilityFactors) -> dict[str, np.ndarr
     """Multiply IT energy by the factors; ``energy_kwh`` is the total facility energy and
     ``water_l`` = on-site + off-site."""
     it = _f(it_kwh)
-    onsite = it * f.water_onsite_l
-    offsite = it * f.water_offsite_l
+    onsite = it * f.water_onsite_l_per_it_kwh
+    offsite = it * f.water_offsite_l_per_it_kwh
     return {
-        "it_energy_kwh": it * np.ones_like(f.total_kwh),
-        "cooling_energy_kwh": it * f.cooling_kwh,
-        "infra_energy_kwh": it * f.infra_kwh,
-        "energy_kwh": it * f.total_kwh,
+        "it_energy_kwh": it * np.ones_like(f.energy_kwh_per_it_kwh),
+        "cooling_energy_kwh": it * f.cooling_kwh_per_it_kwh,
+        "infra_energy_kwh": it * f.infra_kwh_per_it_kwh,
+        "energy_kwh": it * f.energy_kwh_per_it_kwh,
         "water_onsite_l": onsite,
         "water_offsite_l": offsite,
         "water_l": onsite + offsite,
-        "carbon_g": it * f.carbon_g,
-        "cost_usd": it * f.cost_usd,
+        "carbon_g": it * f.carbon_g_per_it_kwh,
+        "cost_usd": it * f.cost_usd_per_it_kwh,
     }

@@ -68,10 +68,15 @@ def geo_policy_entry(name: str) -> Entry[GeoPolicy]:
     return GEO_POLICIES.get(name)
 
 
+RL_EXTRA_MODULES = ("torch", "stable_baselines3", "gymnasium", "pettingzoo")
+
+
 def _rl_extra(name: str) -> Any:
     try:
         from greenroute.policies.rl import loader
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in RL_EXTRA_MODULES:
+            raise
         raise ConfigError(f"policy {name!r} needs the [rl] extra: {exc}") from None
     return loader
 

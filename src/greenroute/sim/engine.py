@@ -112,7 +112,7 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
     factors = facility.factors(
         temp_c=signals.temp_c,
         wetbulb_c=signals.wetbulb_c,
-        ci_g_per_kwh=signals.carbon_intensity_g_per_kwh,
+        carbon_intensity_g_per_kwh=signals.carbon_intensity_g_per_kwh,
         price_usd_per_kwh=signals.price_usd_per_kwh,
         ewif_l_per_kwh=signals.water_intensity_l_per_kwh,
     )
@@ -381,10 +381,12 @@ class Simulation:
             temp_c=fc.signal(sig.temp_c, e, h),
             wetbulb_c=fc.signal(sig.wetbulb_c, e, h),
             water_intensity_l_per_kwh=fc.signal(sig.water_intensity_l_per_kwh, e, h),
-            energy_kwh_per_it_kwh=fc.signal(f.total_kwh, e, h),
-            carbon_g_per_it_kwh=fc.signal(f.carbon_g, e, h),
-            water_l_per_it_kwh=fc.signal(f.water_onsite_l + f.water_offsite_l, e, h),
-            cost_usd_per_it_kwh=fc.signal(f.cost_usd, e, h),
+            energy_kwh_per_it_kwh=fc.signal(f.energy_kwh_per_it_kwh, e, h),
+            carbon_g_per_it_kwh=fc.signal(f.carbon_g_per_it_kwh, e, h),
+            water_l_per_it_kwh=fc.signal(
+                f.water_onsite_l_per_it_kwh + f.water_offsite_l_per_it_kwh, e, h
+            ),
+            cost_usd_per_it_kwh=fc.signal(f.cost_usd_per_it_kwh, e, h),
             it_kwh_per_request=cs["it_kwh"],
             slot_s_per_request=cs["slot_s"],
             prefill_s_per_request=cs["prefill_s"],

@@ -135,9 +135,11 @@ class FluidBackend:
         self.e_pf_int = c(self.svc.e_pf[:, CLASS_INTERACTIVE, :])
         self.idle_kwh = self.b.region_idle_kw() * self.sc.epoch_s / 3600.0
         f = self.sim.prep.factors
-        self.f_carbon = np.asarray(f.carbon_g)
-        self.f_water = np.asarray(f.water_onsite_l) + np.asarray(f.water_offsite_l)
-        self.f_cost = np.asarray(f.cost_usd)
+        self.f_carbon = np.asarray(f.carbon_g_per_it_kwh)
+        self.f_water = np.asarray(f.water_onsite_l_per_it_kwh) + np.asarray(
+            f.water_offsite_l_per_it_kwh
+        )
+        self.f_cost = np.asarray(f.cost_usd_per_it_kwh)
 
     @property
     def dropped(self) -> dict[str, float]:
