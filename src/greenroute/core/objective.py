@@ -7,6 +7,13 @@ The scales ``s_*`` are the scenario's own reference values — the metrics of ``
 in the fluid model, same scenario, seed and data — so weights are comparable across units and
 J(local-only) is about sum(w). Seed 001 eq. 11 weighs TTFT, carbon, water and cost the same
 way (weights summing to 1); its five MARLIN variants are the presets below.
+
+Strictness: a term with a non-zero weight needs its reference scale; a missing, non-finite or
+non-positive scale raises :class:`ConfigError` (no silent fallback to 1.0, which would add kg,
+m³, $ and s raw). A run in which no interactive request completed has no TTFT (NaN): its
+latency term is then :data:`NO_TTFT_PENALTY` x ``slo_penalty`` — the SLO term's value when 100 %
+of requests violate their SLO — instead of zero cost (a run with no interactive requests at
+all, ``interactive_requests == 0``, has nothing to wait for: latency term 0).
 """
 
 from __future__ import annotations
@@ -18,6 +25,9 @@ from greenroute.core.errors import ConfigError, UnknownNameError
 from greenroute.core.types import ObjectiveWeights
 
 DEFAULT_SLO_PENALTY = 5.0  # 1 % of requests over their SLO costs 0.05, i.e. 5 % of J(local-only)
+# latency term of a run whose TTFT is undefined (nothing completed), in units of slo_penalty:
+# counted as if 100 % of requests missed their SLO (slo_violation_pct = 100 -> 100 / 100 = 1)
+NO_TTFT_PENALTY = 1.0
 
 PRESETS: dict[str, ObjectiveWeights] = {
     "min-carbon": ObjectiveWeights(1.0, 0.0, 0.0, 0.0, DEFAULT_SLO_PENALTY),
@@ -77,25 +87,45 @@ class Objective:
     scales: dict[str, float] = field(default_factory=dict)
 
     def scale(self, key: str) -> float:
-        s = self.scales.get(key, 1.0)
-        return s if s and math.isfinite(s) and s > 0 else 1.0
+        """The reference scale of ``key``; raises :class:`ConfigError` when it is missing or
+        not a finite number > 0."""
+        if key not in self.scales:
+            raise ConfigError(
+                f"objective reference scale {key!r} is missing (have {sorted(self.scales)}); "
+                "the objective needs local-only's totals (greenroute.sim.reference)"
+            )
+        s = self.scales[key]
+        ok = isinstance(s, int | float) and not isinstance(s, bool) and math.isfinite(s) and s > 0
+        if not ok:
+            raise ConfigError(
+                f"objective reference scale {key!r} = {s!r} is not a finite number > 0 "
+                "(local-only's value on this scenario): its term cannot be normalised; give "
+                "its weight 0"
+            )
+        return float(s)
+
+    def _term(self, weight: float, value: float, key: str) -> float:
+        return 0.0 if weight == 0 else weight * value / self.scale(key)
 
     def terms(self, metrics: dict[str, float]) -> dict[str, float]:
         w = self.weights
+        ttft = metrics["ttft_mean_s"]
+        if math.isfinite(ttft):
+            latency = self._term(w.latency, ttft, "ttft_mean_s")
+        elif metrics.get("interactive_requests", math.nan) == 0:
+            latency = 0.0  # no interactive request to wait for
+        else:  # nothing completed: a penalty, not zero cost (module docstring)
+            latency = w.slo_penalty * NO_TTFT_PENALTY
         return {
-            "carbon": w.carbon * metrics["carbon_kg"] / self.scale("carbon_kg"),
-            "water": w.water * metrics["water_m3"] / self.scale("water_m3"),
-            "cost": w.cost * metrics["cost_usd"] / self.scale("cost_usd"),
-            "latency": w.latency * _finite(metrics["ttft_mean_s"]) / self.scale("ttft_mean_s"),
+            "carbon": self._term(w.carbon, metrics["carbon_kg"], "carbon_kg"),
+            "water": self._term(w.water, metrics["water_m3"], "water_m3"),
+            "cost": self._term(w.cost, metrics["cost_usd"], "cost_usd"),
+            "latency": latency,
             "slo": w.slo_penalty * metrics["slo_violation_pct"] / 100.0,
         }
 
     def value(self, metrics: dict[str, float]) -> float:
         return float(sum(self.terms(metrics).values()))
-
-
-def _finite(x: float) -> float:
-    return x if math.isfinite(x) else 0.0
 
 
 def objective_weights_option(weights: dict | None) -> ObjectiveWeights | None:
