@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from greenroute.core.types import N_CLASSES
-from greenroute.data.workload import CLASS_DEFERRABLE, CLASS_INTERACTIVE
+from greenroute.data.requests import CLASS_DEFERRABLE, CLASS_INTERACTIVE
 from greenroute.sim import fluid_kernel as FK
 from greenroute.sim.queueing import mgc_wait_s
 from greenroute.sim.scenario import TraceWorkload
@@ -268,6 +268,18 @@ class FluidBackend:
             "held": float(self.pool.sum()),
             "backlog_requests": float(self.backlog_req.sum()),
         }
+
+    # ------------------------------------------------------------------ counterfactual forks
+    def snapshot(self, e0: int, e1: int) -> dict:
+        """State that epochs ``e0..e1-1`` may change (see ``sim/fork.py``)."""
+        from greenroute.sim.fork import fluid_snapshot
+
+        return fluid_snapshot(self, e0, e1)
+
+    def restore(self, snap: dict) -> None:
+        from greenroute.sim.fork import fluid_restore
+
+        fluid_restore(self, snap)
 
     # ------------------------------------------------------------------ TTFT summary
     def ttft_summary(self, slo_s: float, seed: int, n_samples: int = 200_000) -> dict[str, float]:

@@ -80,7 +80,65 @@ def build_epoch_signals(
     seed: int,
     data_dir: Path | None,
 ) -> EpochSignals:
-    """Hourly series held constant within each hour, resampled to ``n_steps`` epochs."""
+    """Hourly series held constant within each hour, resampled to ``n_steps`` epochs.
+
+    With real data for every region the result is also kept in the disk cache
+    (``data/cache.py``), keyed by the checksums of the files it was built from."""
+    key = _disk_key(regions, start_utc, n_steps, epoch_s, data_dir)
+    if key is not None:
+        from greenroute.data import cache
+
+        arrays = cache.load_arrays("epoch-signals", key[0])
+        if arrays is not None and set(_ARRAY_FIELDS) <= set(arrays):
+            return EpochSignals(regions=tuple(regions), epoch_s=epoch_s, start_utc=start_utc,
+                                source="real", files=key[1],
+                                **{k: arrays[k] for k in _ARRAY_FIELDS})  # fmt: skip
+        out = _build_epoch_signals(regions, start_utc, n_steps, epoch_s, seed, data_dir)
+        cache.store_arrays("epoch-signals", key[0], {k: getattr(out, k) for k in _ARRAY_FIELDS})
+        return out
+    return _build_epoch_signals(regions, start_utc, n_steps, epoch_s, seed, data_dir)
+
+
+_ARRAY_FIELDS = ("carbon_intensity_g_per_kwh", "price_usd_per_kwh", "temp_c", "rh_pct",
+                 "wetbulb_c", "water_intensity_l_per_kwh")  # fmt: skip
+
+
+def _disk_key(regions, start_utc, n_steps, epoch_s, data_dir) -> tuple[str, dict] | None:
+    """(cache key, input files) when every region reads real files, else None (embedded or
+    normals-based signals are cheap; a window touching a duplicated price year must warn)."""
+    from greenroute.catalog import REGIONS
+    from greenroute.data import cache
+    from greenroute.data.signals import DUPLICATED_PRICE_YEARS, PARSER_FORMAT_VERSION
+
+    if data_dir is None or not cache.enabled():
+        return None
+    if any(REGIONS.get(r) is None or not REGIONS[r].has_signals for r in regions):
+        return None
+    end = start_utc + pd.Timedelta(seconds=n_steps * epoch_s + 7200.0)
+    years = set(range(start_utc.year, end.year + 1))
+    if any(r in regions and y in years for r, y in DUPLICATED_PRICE_YEARS):
+        return None
+    try:
+        files = _real_files(data_dir, regions)
+        index_sum = cache.file_checksum(Path(data_dir) / "grid" / "regions.csv")
+    except (OSError, ValueError):
+        return None  # let the normal path report the problem
+    if len(files) != 3 * len(regions):
+        return None
+    key = cache.make_key("epoch-signals", PARSER_FORMAT_VERSION, cache.code_fingerprint(),
+                         tuple(regions), str(start_utc), int(n_steps), float(epoch_s),
+                         index_sum, sorted(files.items()))  # fmt: skip
+    return key, files
+
+
+def _build_epoch_signals(
+    regions: Sequence[str],
+    start_utc: pd.Timestamp,
+    n_steps: int,
+    epoch_s: float,
+    seed: int,
+    data_dir: Path | None,
+) -> EpochSignals:
     from greenroute.physics.psychro import wet_bulb_stull_c
     from greenroute.physics.water import ewif_l_per_kwh
 
