@@ -475,6 +475,13 @@ class Simulation:
             self.progress(self.epoch, self.sc.n_epochs)
         return info
 
+    def fork(self):
+        """A counterfactual :class:`~greenroute.sim.fork.Fork` at the current epoch: simulate
+        candidate plans without changing this run (see ``sim/fork.py``)."""
+        from greenroute.sim.fork import Fork
+
+        return Fork(self)
+
     def finish(self):
         from greenroute.sim.results import finalize_fluid, finalize_request
 

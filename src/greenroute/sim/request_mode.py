@@ -35,6 +35,7 @@ class RequestBackend:
             built.kv_bytes_per_token[reqs.model.astype(np.int64)]
         )
         self._open = np.zeros(0, dtype=np.int64)  # dispatched ids possibly still running
+        self.journal: list | None = None  # outcome writes to undo (a fork, see sim/fork.py)
 
     # ------------------------------------------------------------------ placement
     def place(
@@ -85,6 +86,10 @@ class RequestBackend:
                 ids, t_reg, regions, model, prompt, output, u_local[order], slots_eff,
                 out_server, out_start, out_finish, out_prefill, out_cold, out_batch, out_drop,
             )  # fmt: skip
+        if self.journal is not None:
+            from greenroute.sim.fork import OUTCOME_FIELDS
+
+            self.journal.append((ids, *(getattr(self, k)[ids] for k in OUTCOME_FIELDS)))
         self.region[ids] = regions
         self.server[ids] = out_server
         self.dispatch[ids] = dispatch_t
@@ -191,3 +196,15 @@ class RequestBackend:
             s0, s1 = self.b.region_start[r], self.b.region_start[r + 1]
             out.append(frozenset(int(m) for m in np.unique(self.state.resident[s0:s1])))
         return out
+
+    # ------------------------------------------------------------------ counterfactual forks
+    def snapshot(self, e0: int, e1: int) -> dict:
+        """Server state copy plus a journal of outcome writes (see ``sim/fork.py``)."""
+        from greenroute.sim.fork import request_snapshot
+
+        return request_snapshot(self, e0, e1)
+
+    def restore(self, snap: dict) -> None:
+        from greenroute.sim.fork import request_restore
+
+        request_restore(self, snap)

@@ -1,0 +1,439 @@
+"""Counterfactual forks of a running simulation: "what if this plan had been applied?".
+
+MARLIN simulates every candidate plan of the current epoch before choosing one (seed 001,
+Algorithm 1 lines 7 and 13, Algorithm 2 line 19) and the copilot answers "what if" and "why
+not region X" by re-simulation. :meth:`Simulation.fork` returns a :class:`Fork` of the run at
+its current epoch (after ``begin()``, between ``advance()`` calls); the fork simulates a plan,
+a sequence of plans or a policy for one or more epochs and returns each epoch's figures
+(:class:`EpochFigures`) without changing the original run.
+
+How: the fork runs the original's own backend in place, after saving exactly the state those
+epochs can change, and restores it afterwards (also on error). Each backend owns that choice
+behind ``snapshot(e0, e1)`` / ``restore(snap)``:
+
+* fluid (``sim/fluid.py``): the per-group queue state and running totals (tens of floats),
+  the ledger columns ``e0..e1-1`` and the held-work cohorts from the oldest non-empty one on;
+* request (``sim/request_mode.py``): a copy of the kernel's ``ServerState`` arrays, and a
+  journal of the per-request outcomes each placement overwrites (undone in reverse order);
+  copying the outcome arrays instead costs O(requests in the run) per fork, the journal
+  O(requests in the forked epochs);
+* the engine's own state is saved here: the epoch's held pool (request fidelity), the
+  forecaster's random generator (an observation with a ``noisy`` forecast draws from it), the
+  invalid-plan log.
+
+Determinism: the fork uses the original's random streams (per-request uniforms for routing,
+holding and local picks; the forecaster's draws continue where the original's are), so a fork
+that replays the plan the run then takes gives bit-identical figures (``tests/test_fork.py``).
+
+Epoch figures are the epoch's own: energy, carbon, water and cost of the epoch's window
+(always-on idle power included); TTFT, SLO misses and drops of the work dispatched in the
+epoch. ``objective`` is the epoch's additive share of the run's J: the run's weights over the
+run's reference scales (``core/objective.py``), the TTFT term as the epoch's TTFT sum over the
+reference's interactive count and the SLO term as (misses + drops) over the reference's
+request count, as the optimising policies' cost model does (``policies/optimize/model.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from greenroute.core.errors import ConfigError
+from greenroute.core.types import GeoPolicy, Observation, Plan
+from greenroute.data.requests import CLASS_DEFERRABLE, CLASS_INTERACTIVE
+
+# per-request outcome arrays of ``RequestBackend`` that ``place`` writes
+OUTCOME_FIELDS = (
+    "region", "server", "dispatch", "t_reg", "start", "finish", "prefill", "cold", "batch",
+    "drop",
+)  # fmt: skip
+# fluid backend state arrays updated in place by ``fluid_kernel.fluid_step``
+FLUID_SMALL_STATE = ("backlog_s", "backlog_req", "util", "busy_slots", "acc", "first", "n_int")
+FLUID_LEDGERS = ("it_dyn_kwh", "served_req", "busy_slot_s", "dispatched")  # [R, E]
+FLUID_DROP_SLOTS = (0, 1, 2)  # fluid_kernel.ACC_QUEUE_FULL, ACC_NO_SERVER, ACC_POWER_CAP
+SCALE_KEYS = (
+    "carbon_kg", "water_m3", "cost_usd", "ttft_mean_s", "interactive_requests", "requests_total",
+)  # fmt: skip
+
+PlanSource = Plan | Sequence[Plan] | GeoPolicy | Callable[[Observation], Plan]
+
+
+@dataclass(frozen=True, eq=False)
+class EpochFigures:
+    """One epoch's figures (the original's or a fork's). ``==`` is exact equality of every
+    field, a NaN equal to a NaN (a replayed fork equals the real epoch bit for bit)."""
+
+    epoch: int
+    carbon_kg: float
+    water_m3: float
+    energy_kwh: float  # facility energy (IT + cooling + infrastructure)
+    it_energy_kwh: float
+    cost_usd: float
+    ttft_mean_s: float  # interactive requests dispatched in the epoch; NaN if none
+    interactive_requests: float  # dispatched in the epoch (fluid: expected count)
+    slo_misses: float  # interactive over the SLO + deferrable late (drops not included)
+    dropped: float
+    objective: float  # the epoch's share of the run's J (NaN when the run has no scales)
+    it_energy_kwh_by_region: np.ndarray = field(repr=False)  # [R]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EpochFigures):
+            return NotImplemented
+        for k in self.__dataclass_fields__:
+            x, y = getattr(self, k), getattr(other, k)
+            if isinstance(x, np.ndarray):
+                if not np.array_equal(x, y, equal_nan=True):
+                    return False
+            elif not (x == y or (x != x and y != y)):
+                return False
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def as_dict(self) -> dict[str, float]:
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["it_energy_kwh_by_region"] = self.it_energy_kwh_by_region.tolist()
+        return out
+
+
+@dataclass(frozen=True)
+class ForkResult:
+    """Figures of every forked epoch, in order."""
+
+    start_epoch: int
+    epochs: tuple[EpochFigures, ...]
+    invalid_plans: tuple[str, ...] = ()  # plans replaced by the safe plan (on_invalid=fallback)
+
+    def total(self, key: str) -> float:
+        """Sum of an additive figure over the forked epochs (carbon_kg, objective, ...)."""
+        return float(sum(getattr(f, key) for f in self.epochs))
+
+    @property
+    def objective(self) -> float:
+        return self.total("objective")
+
+    @property
+    def carbon_kg(self) -> float:
+        return self.total("carbon_kg")
+
+
+class Fork:
+    """A counterfactual branch of ``sim`` at its current epoch (see the module docstring).
+
+    ``evaluate(plan)`` simulates one epoch; ``rollout(source, n_epochs)`` several, with a plan
+    repeated, a sequence of plans, or a policy (``GeoPolicy`` or ``obs -> Plan``) asked at each
+    forked epoch. A policy object is used as is: its own memory is the caller's business. A
+    fork is valid until the original advances; each call starts again from the fork's epoch.
+    """
+
+    def __init__(self, sim) -> None:
+        if not hasattr(sim, "_stepper"):
+            raise ConfigError("fork() needs a started run: call begin() first")
+        if sim.done:
+            raise ConfigError(f"fork() at epoch {sim.epoch}: the run has no epoch left")
+        self.sim = sim
+        self.epoch = int(sim.epoch)
+        self._obs: Observation | None = None
+        self._scales = _read_scales(sim.config.objective_scales)
+
+    def evaluate(self, plan: Plan, obs: Observation | None = None) -> EpochFigures:
+        """Figures of the fork's epoch under ``plan`` (validated like the run's plans)."""
+        return self.rollout(plan, 1, obs).epochs[0]
+
+    def rollout(
+        self, source: PlanSource, n_epochs: int | None = None, obs: Observation | None = None
+    ) -> ForkResult:
+        """Simulate ``n_epochs`` epochs from the fork's epoch; ``obs`` is the observation of the
+        fork's epoch if the caller has it (otherwise it is built once and kept)."""
+        sim = self.sim
+        if sim.epoch != self.epoch:
+            raise ConfigError(
+                f"stale fork: taken at epoch {self.epoch}, the run is at epoch {sim.epoch}; "
+                "call sim.fork() again"
+            )
+        k = _n_epochs(source, n_epochs)
+        left = sim.sc.n_epochs - self.epoch
+        if not 1 <= k <= left:
+            raise ConfigError(f"a fork at epoch {self.epoch} can run 1..{left} epochs, not {k}")
+        e0 = self.epoch
+        saved = _EngineState(sim, e0, e0 + k)
+        invalid: list[str] = []
+        figures: list[EpochFigures] = []
+        try:
+            for i in range(k):
+                e = e0 + i
+                if i == 0:
+                    if obs is None:
+                        if self._obs is None:
+                            self._obs = sim._stepper.observe(e)
+                        obs_e = self._obs
+                    else:
+                        obs_e = obs
+                else:
+                    obs_e = sim._stepper.observe(e)
+                n_invalid = len(sim.invalid_plans)
+                plan = sim.validated(obs_e, _plan_at(source, i, obs_e))
+                invalid += sim.invalid_plans[n_invalid:]
+                del sim.invalid_plans[n_invalid:]
+                figures.append(
+                    measure_step(sim, e, lambda e=e, p=plan, o=obs_e: sim._stepper.apply(e, p, o),
+                                 self._scales)
+                )  # fmt: skip
+        finally:
+            saved.restore()
+        return ForkResult(e0, tuple(figures), tuple(invalid))
+
+
+def advance_measured(sim, plan: Plan, obs: Observation) -> EpochFigures:
+    """``sim.advance(plan, obs)`` that also returns the epoch's :class:`EpochFigures`, computed
+    as a fork computes them (so a replayed fork can be compared with the real epoch)."""
+    e = sim.epoch
+    return measure_step(
+        sim, e, lambda: sim.advance(plan, obs), _read_scales(sim.config.objective_scales)
+    )
+
+
+# ---------------------------------------------------------------------------- measuring
+def measure_step(sim, e: int, apply: Callable[[], dict], scales: dict | None) -> EpochFigures:
+    """Run ``apply`` (one epoch ``e`` of ``sim``) and return that epoch's figures."""
+    if sim.sc.fidelity == "request":
+        be = sim._stepper.backend
+        outer = be.journal
+        be.journal = []
+        try:
+            apply()
+            placed = [j[0] for j in be.journal]
+        finally:
+            if outer is not None:
+                outer.extend(be.journal)
+            be.journal = outer
+        ids = np.concatenate(placed) if placed else np.zeros(0, dtype=np.int64)
+        parts = _request_parts(sim, be, e, ids)
+    else:
+        fl = sim._stepper.fluid
+        drops0 = float(fl.acc[list(FLUID_DROP_SLOTS)].sum())
+        n_comp = len(fl.comp["w"])
+        info = apply()
+        parts = _fluid_parts(sim, fl, e, n_comp)
+        parts["slo_misses"] = float(info["slo_misses"])
+        parts["dropped"] = float(fl.acc[list(FLUID_DROP_SLOTS)].sum()) - drops0
+    return _figures(sim, e, parts, scales)
+
+
+def _figures(sim, e: int, parts: dict, scales: dict | None) -> EpochFigures:
+    f = sim.prep.factors
+    it = parts["it_kwh"]
+    carbon = float((it * f.carbon_g_per_it_kwh[e]).sum() / 1e3)
+    water_l = it * (f.water_onsite_l_per_it_kwh[e] + f.water_offsite_l_per_it_kwh[e])
+    water = float(water_l.sum() / 1e3)
+    cost = float((it * f.cost_usd_per_it_kwh[e]).sum())
+    n_int, ttft_sum = parts["n_int"], parts["ttft_sum"]
+    ttft_mean = ttft_sum / n_int if n_int > 0 else float("nan")
+    obj = float("nan")
+    if scales is not None:
+        w = sim.config.weights
+        obj = (
+            w.carbon * carbon / scales["carbon_kg"]
+            + w.water * water / scales["water_m3"]
+            + w.cost * cost / scales["cost_usd"]
+            + w.latency * ttft_sum / (scales["ttft_mean_s"] * scales["interactive_requests"])
+            + w.slo_penalty * (parts["slo_misses"] + parts["dropped"]) / scales["requests_total"]
+        )
+    return EpochFigures(
+        epoch=e,
+        carbon_kg=carbon,
+        water_m3=water,
+        energy_kwh=float((it * f.energy_kwh_per_it_kwh[e]).sum()),
+        it_energy_kwh=float(it.sum()),
+        cost_usd=cost,
+        ttft_mean_s=float(ttft_mean),
+        interactive_requests=float(n_int),
+        slo_misses=float(parts["slo_misses"]),
+        dropped=float(parts["dropped"]),
+        objective=float(obj),
+        it_energy_kwh_by_region=it,
+    )
+
+
+def _read_scales(scales) -> dict | None:
+    """The run's reference scales as plain floats, or None when the run has none (a lazy
+    mapping runs its reference here, once)."""
+    if not scales:
+        return None
+    out = {}
+    for k in SCALE_KEYS:
+        v = float(scales[k]) if k in scales else float("nan")
+        out[k] = v if math.isfinite(v) and v > 0 else float("nan")
+    return out
+
+
+def _fluid_parts(sim, fl, e: int, n_comp: int) -> dict:
+    from greenroute.sim.fluid import _fluid_wait_mean, _zero_frac
+
+    it = fl.it_dyn_kwh[:, e] + fl.idle_kwh
+    n_int = ttft_sum = 0.0
+    if len(fl.comp["w"]) > n_comp:
+        c = {k: v[n_comp] for k, v in fl.comp.items()}
+        t = c["type"]
+        e_pf = fl.svc.e_pf[t, CLASS_INTERACTIVE, t % fl.n_m]
+        dt = sim.sc.epoch_s
+        mean_each = (
+            c["net2"]
+            + e_pf
+            + _fluid_wait_mean(c["b0"], c["slope"], c["cap"], dt)
+            + _zero_frac(c["b0"], c["slope"], dt) * c["pw"] * c["cond"]
+        )
+        n_int = float(c["w"].sum())
+        ttft_sum = float((c["w"] * mean_each).sum())
+    return {"it_kwh": it, "n_int": n_int, "ttft_sum": ttft_sum}
+
+
+def _request_parts(sim, be, e: int, ids: np.ndarray) -> dict:
+    sc, prep, b, reqs = sim.sc, sim.prep, be.b, be.reqs
+    t0, t1 = e * sc.epoch_s, (e + 1) * sc.epoch_s
+    # energy of the window: every started request overlapping it (``_open`` holds every
+    # placed request that may still run; later epochs' work starts after t1)
+    run = be._open
+    run = run[np.isfinite(be.start[run])]
+    srv = be.server[run]
+    dyn_w = (b.server_peak_w[srv] - b.server_idle_w[srv]) / b.server_slots[srv]
+    overlap_s = np.clip(np.minimum(be.finish[run], t1) - np.maximum(be.start[run], t0), 0.0, None)
+    dyn_kwh = np.bincount(be.region[run], weights=overlap_s * dyn_w, minlength=b.n_regions)
+    it = dyn_kwh / 3.6e6 + b.region_idle_kw() * sc.epoch_s / 3600.0
+    # the epoch's dispatched work
+    drop = be.drop[ids]
+    ok = ids[drop == 0]
+    cls = reqs.cls[ok]
+    net = prep.latency_s[reqs.origin[ok], be.region[ok]]
+    ttft = 2.0 * net + (be.start[ok] - be.t_reg[ok]) + be.prefill[ok]
+    inter = cls == CLASS_INTERACTIVE
+    slo_value = ttft if sc.slo_kind == "ttft" else be.finish[ok] + net - reqs.arrival_s[ok]
+    late_i = inter & (slo_value > sc.ttft_slo_s)
+    late_d = (cls == CLASS_DEFERRABLE) & (be.finish[ok] > reqs.deadline_s[ok])
+    return {
+        "it_kwh": it,
+        "n_int": float(inter.sum()),
+        "ttft_sum": float(ttft[inter].sum()),
+        "slo_misses": float(late_i.sum() + late_d.sum()),
+        "dropped": float((drop > 0).sum()),
+    }
+
+
+# ---------------------------------------------------------------------------- plans
+def _n_epochs(source: PlanSource, n_epochs: int | None) -> int:
+    if isinstance(source, Plan) or _is_policy(source):
+        return 1 if n_epochs is None else int(n_epochs)
+    plans = list(source)
+    if n_epochs is not None and int(n_epochs) != len(plans):
+        raise ConfigError(f"n_epochs={n_epochs} but {len(plans)} plans were given")
+    return len(plans)
+
+
+def _is_policy(source) -> bool:
+    return hasattr(source, "plan") or (callable(source) and not isinstance(source, Sequence))
+
+
+def _plan_at(source: PlanSource, i: int, obs: Observation) -> Plan:
+    if isinstance(source, Plan):
+        return source
+    if hasattr(source, "plan"):
+        return source.plan(obs)  # type: ignore[union-attr]
+    if callable(source):
+        return source(obs)
+    return source[i]  # type: ignore[index]
+
+
+# ---------------------------------------------------------------------------- state
+class _EngineState:
+    """What forked epochs ``e0..e1-1`` may change, saved before and put back after."""
+
+    def __init__(self, sim, e0: int, e1: int) -> None:
+        self.sim = sim
+        st = sim._stepper
+        self.backend = st.backend if sim.sc.fidelity == "request" else st.fluid
+        self.snap = self.backend.snapshot(e0, e1)
+        self.rng_state = copy.deepcopy(sim.forecaster._rng.bit_generator.state)
+        self.h_request = sim.h_request
+        self.n_invalid = len(sim.invalid_plans)
+        self.request = None
+        if sim.sc.fidelity == "request":
+            lo, hi = int(st.bounds[e0]), int(st.bounds[e1])
+            self.request = (st.pool, lo, st.held_flag[lo:hi].copy())
+
+    def restore(self) -> None:
+        sim = self.sim
+        self.backend.restore(self.snap)
+        sim.forecaster._rng.bit_generator.state = self.rng_state
+        sim.h_request = self.h_request
+        del sim.invalid_plans[self.n_invalid :]
+        if self.request is not None:
+            pool, lo, held = self.request
+            sim._stepper.pool = pool
+            sim._stepper.held_flag[lo : lo + held.size] = held
+
+
+def fluid_snapshot(fl, e0: int, e1: int) -> dict:
+    """``FluidBackend.snapshot``: state epochs ``e0..e1-1`` may change."""
+    # held cohorts before ``first`` are empty for good with one model (fluid_kernel.release);
+    # with several models release updates every cohort's lower deadline
+    a0 = int(fl.first.min()) if fl.n_m == 1 and fl.first.size else 0
+    a0 = min(a0, e0)
+    return {
+        "small": [getattr(fl, k).copy() for k in FLUID_SMALL_STATE],
+        "out": [a.copy() for a in fl.out],
+        "ledgers": [getattr(fl, k)[:, e0:e1].copy() for k in FLUID_LEDGERS],
+        "pool": (a0, fl.pool[:, :, a0:e1].copy(), fl.pool_lo[:, :, a0:e1].copy()),
+        "comp": len(fl.comp["w"]),
+        "range": (e0, e1),
+    }
+
+
+def fluid_restore(fl, snap: dict) -> None:
+    """``FluidBackend.restore``: put a :func:`fluid_snapshot` back (reusable)."""
+    for k, v in zip(FLUID_SMALL_STATE, snap["small"], strict=True):
+        getattr(fl, k)[...] = v
+    for a, v in zip(fl.out, snap["out"], strict=True):
+        a[...] = v
+    e0, e1 = snap["range"]
+    for k, v in zip(FLUID_LEDGERS, snap["ledgers"], strict=True):
+        getattr(fl, k)[:, e0:e1] = v
+    a0, pool, pool_lo = snap["pool"]
+    fl.pool[:, :, a0:e1] = pool
+    fl.pool_lo[:, :, a0:e1] = pool_lo
+    n = snap["comp"]
+    for v in fl.comp.values():
+        del v[n:]
+
+
+def request_snapshot(be, e0: int, e1: int) -> dict:
+    """``RequestBackend.snapshot``: the kernel's server state (copied) and a journal of the
+    outcome arrays that placements overwrite (started here, undone by restore)."""
+    del e0, e1  # server state is per server, not per epoch
+    st = be.state
+    python_lp = bool((be.lp_codes < 0).any())
+    snap = {
+        "state": {k: v.copy() for k, v in vars(st).items() if isinstance(v, np.ndarray)},
+        "open": be._open,
+        "journal": be.journal,
+        "local_policies": be.local_policies,
+    }
+    be.journal = []
+    if python_lp:  # a Python pick() may keep memory: the fork works on copies
+        be.local_policies = [copy.deepcopy(p) for p in be.local_policies]
+    return snap
+
+
+def request_restore(be, snap: dict) -> None:
+    """``RequestBackend.restore``: undo the journal in reverse, copy the server state back."""
+    for ids, *old in reversed(be.journal):
+        for k, v in zip(OUTCOME_FIELDS, old, strict=True):
+            getattr(be, k)[ids] = v
+    be.journal = snap["journal"]
+    for k, v in snap["state"].items():
+        getattr(be.state, k)[...] = v
+    be._open = snap["open"]
+    be.local_policies = snap["local_policies"]
