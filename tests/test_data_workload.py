@@ -21,6 +21,16 @@ from greenroute.data.build_workload_profiles import (
     main,
     render_profiles,
 )
+from greenroute.data.lengths import (
+    LengthModel,
+    fit_length_model,
+    get_length_model,
+    length_model_names,
+    length_stats,
+    load_workload_profiles,
+)
+from greenroute.data.requests import CLASS_DEFERRABLE, CLASS_INTERACTIVE, CLASS_NAMES, Requests
+from greenroute.data.trace_replay import compress_to_window, requests_from_trace
 from greenroute.data.traces import (
     AZURE_CODE_RELPATH,
     AZURE_CONV_RELPATH,
@@ -31,23 +41,11 @@ from greenroute.data.traces import (
 from greenroute.data.workload import (
     AZURE_CODE_RATE_NOISE_SIGMA,
     AZURE_CONV_RATE_NOISE_SIGMA,
-    CLASS_DEFERRABLE,
-    CLASS_INTERACTIVE,
-    CLASS_NAMES,
     DEFAULT_RATE_NOISE_SIGMA,
-    LengthModel,
-    Requests,
     WorkloadSpec,
-    compress_to_window,
     diurnal_profile,
     expected_rate_rps,
-    fit_length_model,
     generate_requests,
-    get_length_model,
-    length_model_names,
-    length_stats,
-    load_workload_profiles,
-    requests_from_trace,
     sample_epoch_counts,
 )
 

@@ -34,6 +34,13 @@ import numpy as np
 import pandas as pd
 
 from greenroute.core.errors import GreenrouteError
+from greenroute.data.lengths import (
+    LENGTH_BINS_PER_DECADE,
+    LENGTH_QUANTILE_STEP,
+    PROFILES_RESOURCE,
+    fit_length_model,
+    length_stats,
+)
 from greenroute.data.paths import file_sha256, resolve_data_dir
 from greenroute.data.traces import (
     ALIBABA_GENAI_RELPATH,
@@ -44,15 +51,7 @@ from greenroute.data.traces import (
     load_azure_llm_trace,
     load_vidur_lengths,
 )
-from greenroute.data.workload import (
-    HOURS_PER_WEEK,
-    LENGTH_BINS_PER_DECADE,
-    LENGTH_QUANTILE_STEP,
-    MINUTE_S,
-    PROFILES_RESOURCE,
-    fit_length_model,
-    length_stats,
-)
+from greenroute.data.workload import HOURS_PER_WEEK, MINUTE_S
 
 FORMAT_VERSION = 1
 DEFAULT_OUT = Path(__file__).resolve().parent / "embedded" / PROFILES_RESOURCE

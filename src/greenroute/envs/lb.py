@@ -188,7 +188,7 @@ def lb_servers(scenario: str) -> tuple[list[tuple[float, int]], int]:
 
 @functools.lru_cache(maxsize=8)
 def _load_stream(scenario: str, data_dir: str | None) -> LBStream:
-    from greenroute.data import workload as W
+    from greenroute.data import lengths, trace_replay
     from greenroute.scenarios import get_scenario
     from greenroute.sim.scenario import TraceWorkload
 
@@ -211,9 +211,9 @@ def _load_stream(scenario: str, data_dir: str | None) -> LBStream:
         if wl.subsample_every > 1:
             df = df.iloc[:: wl.subsample_every].reset_index(drop=True)
         if wl.first_n is not None and wl.window_s is not None:
-            reqs = W.compress_to_window(df, wl.first_n, wl.window_s)  # section VI.B
+            reqs = trace_replay.compress_to_window(df, wl.first_n, wl.window_s)  # section VI.B
         else:
-            reqs = W.requests_from_trace(df, first_n=wl.first_n)
+            reqs = trace_replay.requests_from_trace(df, first_n=wl.first_n)
         return LBStream(
             t0, reqs.arrival_s - reqs.arrival_s[0], reqs.prompt_tokens.astype(float),
             reqs.output_tokens.astype(float), f"trace:{wl.file}",
@@ -222,7 +222,7 @@ def _load_stream(scenario: str, data_dir: str | None) -> LBStream:
     rng = np.random.default_rng(SYNTHETIC_SEED)
     gaps = rng.exponential(span / n, size=n)
     arrival = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
-    prompt, output = W.get_length_model("azure-code").sample(n, rng)
+    prompt, output = lengths.get_length_model("azure-code").sample(n, rng)
     t0 = pd.Timestamp(sc.start_utc).tz_localize(None)
     return LBStream(t0, arrival, prompt.astype(float), output.astype(float), "synthetic")
 

@@ -28,7 +28,7 @@ from greenroute.core.types import (
     Observation,
     Plan,
 )
-from greenroute.data.workload import CLASS_DEFERRABLE, CLASS_INTERACTIVE, Requests
+from greenroute.data.requests import CLASS_DEFERRABLE, CLASS_INTERACTIVE, Requests
 from greenroute.sim import kernel as K
 from greenroute.sim.cluster import BuiltCluster, build_cluster
 from greenroute.sim.forecast import Forecaster
@@ -90,6 +90,7 @@ def _seed_int(seed: int, *tag: int) -> int:
 
 def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> Prepared:
     """Build the cluster, signals, workload and service model of a scenario."""
+    from greenroute.data import lengths, trace_replay
     from greenroute.data import workload as W
     from greenroute.physics.facility import get_facility_model
     from greenroute.physics.network import latency_matrix_s
@@ -121,8 +122,10 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
     else:
         latency = np.zeros((len(scenario.origins), len(scenario.regions)))
     scenario.constraints.check_feasible(
-        scenario.origins, scenario.regions, scenario.duration_s, scenario.epoch_s, latency
-    )
+        scenario.origins, scenario.regions, scenario.duration_s, scenario.epoch_s, latency,
+        idle_power_kw=built.region_idle_kw(),
+    )  # fmt: skip
+    notes.extend(_power_cap_notes(scenario, built))
     n_o, n_m = len(scenario.origins), len(scenario.models)
     rng_len = np.random.default_rng(_seed_int(seed, 2))
     input_files = dict(signals.files)
@@ -142,11 +145,11 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
                 df = df.iloc[:: wl.subsample_every].reset_index(drop=True)
                 df["arrival_s"] = df["arrival_s"] - df["arrival_s"].iloc[0]
             if wl.first_n is not None and wl.window_s is not None:
-                requests = W.compress_to_window(
+                requests = trace_replay.compress_to_window(
                     df, wl.first_n, wl.window_s, origin=wl.origin, model=wl.model
                 )
             else:
-                requests = W.requests_from_trace(
+                requests = trace_replay.requests_from_trace(
                     df, origin=wl.origin, model=wl.model, first_n=wl.first_n
                 )
             keep = requests.arrival_s < scenario.horizon_s
@@ -176,8 +179,8 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
             if m not in scenario.models:
                 raise ConfigError(f"workload model {m!r} not in scenario models {scenario.models}")
             mix[:, scenario.models.index(m)] = spec.model_mix[k]
-        lm_i = W.get_length_model(spec.interactive_lengths)
-        lm_d = W.get_length_model(spec.deferrable_lengths)
+        lm_i = lengths.get_length_model(spec.interactive_lengths)
+        lm_d = lengths.get_length_model(spec.deferrable_lengths)
         pi, oi = lm_i.sample(N_LENGTH_SAMPLES, rng_len)
         pd_, od = lm_d.sample(N_LENGTH_SAMPLES, rng_len)
         length_p, length_o = [pi, pd_], [oi, od]
@@ -225,6 +228,24 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
         wait_curve_s=wait_c,
         slo_miss_curve=miss_c,
     )
+
+
+def _power_cap_notes(scenario: Scenario, built: BuiltCluster) -> list[str]:
+    """One note per hard power cap: the usable slots it leaves (see ``effective_slots``)."""
+    out = []
+    idle, peak = built.region_idle_kw(), built.region_peak_kw()
+    for r, reg in enumerate(scenario.regions):
+        cap = scenario.constraints.power_caps_kw.get(reg)
+        if cap is None or cap >= peak[r]:
+            continue
+        frac = (cap - idle[r]) / (peak[r] - idle[r]) if peak[r] > idle[r] else 1.0
+        sel = built.server_region == r
+        usable = np.floor(built.server_slots[sel] * frac + 1e-9).sum()
+        out.append(
+            f"power cap {cap:g} kW on {reg} (idle {idle[r]:.4g} kW, peak {peak[r]:.4g} kW): "
+            f"{usable:.0f} of {built.server_slots[sel].sum():.0f} slots usable"
+        )
+    return out
 
 
 def prep_slo(scenario: Scenario) -> float:
@@ -326,6 +347,13 @@ class Simulation:
         )
         self._idle_kw = b.region_idle_kw()
         self._peak_kw = b.region_peak_kw()
+        # observation caches: the allowed mask when no rule depends on time, the resident
+        # model names, the total water factor
+        self._allowed_static: np.ndarray | None = None
+        self._resident_src = None
+        self._resident_names: tuple = ()
+        f = prep.factors
+        self._water_l_per_it_kwh = f.water_onsite_l_per_it_kwh + f.water_offsite_l_per_it_kwh
         self.plan_log: list[dict] = []
         self.invalid_plans: list[str] = []
         self.wall_s = 0.0
@@ -361,9 +389,17 @@ class Simulation:
         h = self.obs_horizon(e)
         sig, f = prep.signals, prep.factors
         t0 = e * sc.epoch_s
-        allowed = sc.constraints.allowed_mask(
-            sc.origins, sc.regions, t0, t0 + sc.epoch_s, prep.latency_s
-        )
+        allowed = self._allowed_static
+        if allowed is None:
+            allowed = sc.constraints.allowed_mask(
+                sc.origins, sc.regions, t0, t0 + sc.epoch_s, prep.latency_s
+            )
+            if not sc.constraints.exclusions:  # no time windows: the same mask every epoch
+                self._allowed_static = allowed
+        allowed = allowed.copy()
+        if resident is not self._resident_src:  # names of the resident models, per region
+            self._resident_src = resident
+            self._resident_names = tuple(frozenset(sc.models[m] for m in ms) for ms in resident)
         cap_slots = self._cap_slots
         kv_cap = self._kv_cap
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -383,9 +419,7 @@ class Simulation:
             water_intensity_l_per_kwh=fc.signal(sig.water_intensity_l_per_kwh, e, h),
             energy_kwh_per_it_kwh=fc.signal(f.energy_kwh_per_it_kwh, e, h),
             carbon_g_per_it_kwh=fc.signal(f.carbon_g_per_it_kwh, e, h),
-            water_l_per_it_kwh=fc.signal(
-                f.water_onsite_l_per_it_kwh + f.water_offsite_l_per_it_kwh, e, h
-            ),
+            water_l_per_it_kwh=fc.signal(self._water_l_per_it_kwh, e, h),
             cost_usd_per_it_kwh=fc.signal(f.cost_usd_per_it_kwh, e, h),
             it_kwh_per_request=cs["it_kwh"],
             slot_s_per_request=cs["slot_s"],
@@ -395,7 +429,7 @@ class Simulation:
             queue_len=state["queue"],
             backlog_slot_s=state["backlog"],
             kv_free_frac=np.clip(kv_free, 0.0, 1.0),
-            resident_models=tuple(frozenset(sc.models[m] for m in ms) for ms in resident),
+            resident_models=self._resident_names,
             idle_power_kw=self._idle_kw,
             peak_power_kw=self._peak_kw,
             demand_rps=fc.demand(prep.observed_rps, prep.expected_rps, e, h),
@@ -454,7 +488,7 @@ class Simulation:
         try:
             sc.constraints.validate(
                 plan.route, plan.hold, plan.power_cap_kw, sc.origins, sc.regions, obs.allowed,
-                obs.epoch,
+                obs.epoch, idle_power_kw=self._idle_kw,
             )  # fmt: skip
         except PlanViolationError as err:
             if self.config.on_invalid == "raise":
@@ -583,6 +617,7 @@ class _FluidStepper:
 
         self.sim = sim
         self.fluid = FluidBackend(sim)
+        self._frac0: np.ndarray | None = None  # slot fractions under the hard caps only
 
     def observe(self, e: int) -> Observation:
         fl = self.fluid
@@ -590,7 +625,12 @@ class _FluidStepper:
                                     fl.pending_summary(e))  # fmt: skip
 
     def apply(self, e: int, plan: Plan, obs: Observation) -> dict:
-        _slots_eff, frac = self.sim.effective_slots(plan.power_cap_kw)
+        if plan.power_cap_kw is None:  # the same fractions every epoch: computed once
+            if self._frac0 is None:
+                self._frac0 = self.sim.effective_slots(None)[1]
+            frac = self._frac0
+        else:
+            _slots_eff, frac = self.sim.effective_slots(plan.power_cap_kw)
         return self.fluid.step(e, plan, frac, obs) or {}
 
     def finish(self):

@@ -281,18 +281,6 @@ class FluidBackend:
 
         fluid_restore(self, snap)
 
-    # ------------------------------------------------------------------ counterfactual forks
-    def snapshot(self, e0: int, e1: int) -> dict:
-        """State that epochs ``e0..e1-1`` may change (see ``sim/fork.py``)."""
-        from greenroute.sim.fork import fluid_snapshot
-
-        return fluid_snapshot(self, e0, e1)
-
-    def restore(self, snap: dict) -> None:
-        from greenroute.sim.fork import fluid_restore
-
-        fluid_restore(self, snap)
-
     # ------------------------------------------------------------------ TTFT summary
     def ttft_summary(self, slo_s: float, seed: int, n_samples: int = 200_000) -> dict[str, float]:
         nan = float("nan")

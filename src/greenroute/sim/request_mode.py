@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from greenroute.core.types import RequestView, ServerView
-from greenroute.data.workload import Requests
+from greenroute.data.requests import Requests
 from greenroute.sim import kernel as K
 from greenroute.sim.cluster import BuiltCluster
 
@@ -148,7 +148,9 @@ class RequestBackend:
                                 slots_eff)
                     for s in range(s0, s1)
                 ]  # fmt: skip
-                out_drop[k] = min(reasons) if reasons else K.DROP_NO_SERVER
+                out_drop[k] = (
+                    min(reasons, key=lambda x: K._DROP_RANK[x]) if reasons else K.DROP_NO_SERVER
+                )
                 continue
             req = RequestView(int(ids[k]), float(t_reg[k]), int(self.reqs.cls[ids[k]]), m,
                               int(prompt[k]), int(output[k]), float(u_local[k]))  # fmt: skip

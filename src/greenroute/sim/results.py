@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from greenroute.data.workload import CLASS_DEFERRABLE, CLASS_INTERACTIVE
+from greenroute.data.requests import CLASS_DEFERRABLE, CLASS_INTERACTIVE
 from greenroute.sim import kernel as K
 from greenroute.sim.ledger import bin_overlap
 
@@ -33,6 +33,10 @@ METRIC_KEYS: tuple[str, ...] = (
 
 @dataclass
 class RunResult:
+    """One run: ``metrics`` (``days`` is the simulated span, whole epochs; ``days_requested``
+    what was asked), the per-epoch frame, the manifest and the forecaster (``forecast``,
+    default ``perfect``: policies were told the true future)."""
+
     scenario: str
     policy: str
     local_policy: str
@@ -44,9 +48,44 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
     requests: pd.DataFrame | None = None
     extras: dict = field(default_factory=dict)
+    forecast: str = "perfect"
 
     def summary_row(self) -> dict:
         return {"policy": self.policy, **self.metrics}
+
+
+class CompareResult(list):
+    """The results of :func:`greenroute.compare`: a list of :class:`RunResult` (one per policy,
+    in the order asked) that is also a table: :attr:`table` / :meth:`to_frame` give a pandas
+    DataFrame with one row per policy (column ``policy``, then every metric)."""
+
+    def to_frame(self) -> pd.DataFrame:
+        rows = [{**r.summary_row(), "forecast": r.forecast} for r in self]
+        return pd.DataFrame(rows)
+
+    @property
+    def table(self) -> pd.DataFrame:
+        return self.to_frame()
+
+    def by_policy(self) -> dict[str, RunResult]:
+        return {r.policy: r for r in self}
+
+
+def simulated_days(sc) -> float:
+    """The span a scenario simulates: ``days`` rounded up to whole epochs (n_epochs x epoch_s)."""
+    return sc.n_epochs * sc.epoch_s / 86400.0
+
+
+def rounding_note(sc) -> str | None:
+    """A note when ``days`` is not a whole number of epochs (None otherwise)."""
+    span = simulated_days(sc)
+    if abs(span - sc.days) <= 1e-9 * max(sc.days, 1.0):
+        return None
+    return (
+        f"--days {sc.days:g} is not a whole number of {sc.epoch_s / 60:g}-min epochs: simulated "
+        f"{sc.n_epochs} epochs = {span * 24:.4g} h = {span:.6g} days; results (days, per-day "
+        "figures) use the simulated span"
+    )
 
 
 def _ledger(sim, it_dyn_kwh: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -235,7 +274,8 @@ def _add_common(metrics: dict, sim, busy: np.ndarray) -> None:
         for k, v in obj.terms(metrics).items():
             metrics[f"objective_{k}"] = v
         metrics["objective"] = obj.value(metrics)
-    metrics["days"] = sc.days
+    metrics["days"] = simulated_days(sc)  # what was simulated, not what was asked
+    metrics["days_requested"] = float(sc.days)
     metrics["horizon_s"] = sc.horizon_s
 
 
@@ -256,7 +296,7 @@ def _result(sim, metrics, frame, req_frame) -> RunResult:
         metrics=metrics,
         epochs=frame,
         manifest=build_manifest(sim),
-        notes=list(sim.prep.notes) + sim.invalid_plans[:5],
+        notes=[*sim.prep.notes, *filter(None, [rounding_note(sim.sc)]), *sim.invalid_plans[:5]],
         requests=req_frame,
         extras={
             "policy_summary": _policy_summary(sim.geo),
@@ -264,6 +304,7 @@ def _result(sim, metrics, frame, req_frame) -> RunResult:
             "plan_time_mean_ms": 1e3 * sim.plan_s / max(sim.sc.n_epochs, 1),
             "plan_log": sim.plan_log,
         },
+        forecast=sim.config.forecast,
     )
 
 
