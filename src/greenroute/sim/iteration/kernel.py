@@ -165,7 +165,7 @@ def _evict(s, k, max_pre, st):
     ei[s, e, EI_NPRE] += 1
     ei[s, e, EI_RECOMP_PENDING] = kv
     ei[s, e, EI_KV_TOK] = 0
-    ei[s, e, EI_PF_TARGET] = ei[s, e, EI_PROMPT]
+    ei[s, e, EI_PF_TARGET] = ei[s, e, EI_PROMPT] + ei[s, e, EI_GEN]
     ei[s, e, EI_PF_DONE] = 0
     acc[s, A_PREEMPT] += 1.0
     _push_front(s, e, st)
