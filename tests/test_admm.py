@@ -11,15 +11,13 @@ from scipy.optimize import minimize
 
 from greenroute.constraints import ConstraintSet, Exclusion
 from greenroute.core.types import ClusterInfo, ObjectiveWeights, Observation
-from greenroute.policies.optimize.admm import (
-    ADMMPolicy,
+from greenroute.policies.optimize.admm import ADMMPolicy
+from greenroute.policies.optimize.admm_solver import admm_epoch, region_prox, region_pwl
+from greenroute.policies.optimize.epoch_problem import (
     EpochProblem,
-    admm_epoch,
     centralized_epoch_lp,
     epoch_objective,
     epoch_problem,
-    region_prox,
-    region_pwl,
     solve_epoch_lp,
 )
 from greenroute.policies.optimize.model import build_cost_model
