@@ -16,6 +16,7 @@ from greenroute.core.errors import ConfigError, InfeasibleConstraintsError, Plan
 
 ROW_SUM_TOL = 1e-6  # routing rows must sum to 1 within this
 SHARE_TOL = 1e-9  # a share below this counts as "nothing routed"
+CAP_TOL_KW = 1e-9  # a power cap this far below idle power still counts as "at idle"
 
 
 @dataclass(frozen=True)
@@ -127,12 +128,16 @@ class ConstraintSet:
         horizon_s: float,
         epoch_s: float,
         latency_s: np.ndarray | None = None,
+        idle_power_kw: Sequence[float] | np.ndarray | None = None,
     ) -> None:
         """Raise :class:`InfeasibleConstraintsError` if some origin has no allowed region in
-        some epoch (no plan could then route its work), naming the binding rules."""
+        some epoch (no plan could then route its work), or if a power cap is below its
+        region's idle IT power (``idle_power_kw``, per region), naming the binding rules."""
         from greenroute.core.types import CLASSES
 
         self.check_names(origins, regions)
+        if idle_power_kw is not None:
+            self.check_power_caps(regions, idle_power_kw)
         # only epochs where the exclusion set changes need checking
         edges = {0.0}
         for ex in self.exclusions:
@@ -151,6 +156,33 @@ class ConstraintSet:
                         f"during [{t0 / 3600:g} h, {(t0 + epoch_s) / 3600:g} h): "
                         + self._explain(origin, regions, t0, t0 + epoch_s, c, latency_s, o),
                     )
+
+    def check_power_caps(
+        self, regions: Sequence[str], idle_power_kw: Sequence[float] | np.ndarray
+    ) -> None:
+        """Raise :class:`InfeasibleConstraintsError` for a cap below its region's idle power.
+
+        Power model (DESIGN, ``physics/power.py``; Barroso, Hölzle & Ranganathan, "The
+        Datacenter as a Computer", 3rd ed., 2018, ch. 5): a server draws ``idle + (peak -
+        idle) * busy slots / slots``. Every server of a region stays powered on for the whole
+        run (the ledger charges the idle power of all of them in every epoch; we do not model
+        switching servers off), so a region's IT power can never fall below its idle power.
+        A cap at or above idle is met by lowering each server's usable slots until ``idle +
+        busy dynamic power <= cap`` (``Simulation.effective_slots``); work that then finds no
+        usable slot is dropped with the reason ``power_cap``.
+        """
+        idle = np.asarray(idle_power_kw, dtype=float)
+        if idle.shape != (len(regions),):
+            raise ValueError(f"idle_power_kw has shape {idle.shape}, expected ({len(regions)},)")
+        for r, reg in enumerate(regions):
+            cap = self.power_caps_kw.get(reg)
+            if cap is not None and cap < idle[r] - CAP_TOL_KW:
+                raise InfeasibleConstraintsError(
+                    "power-cap",
+                    f"power cap {cap:g} kW for {reg} is below its idle IT power "
+                    f"{idle[r]:.6g} kW (all servers stay powered on); raise the cap to at least "
+                    f"{idle[r]:.6g} kW or give {reg} fewer servers",
+                )
 
     def _binding_rule(self, origin, regions, t0, t1, c, latency_s, o) -> str:
         rules = []
@@ -187,8 +219,13 @@ class ConstraintSet:
         regions: Sequence[str],
         allowed: np.ndarray,
         epoch: int,
+        idle_power_kw: np.ndarray | None = None,
     ) -> None:
-        """Raise :class:`PlanViolationError` naming the first broken rule and its numbers."""
+        """Raise :class:`PlanViolationError` naming the first broken rule and its numbers.
+
+        A plan's own ``power_cap_kw`` (NaN = none) may not be negative nor, when
+        ``idle_power_kw`` is given, below the region's idle IT power (see
+        :meth:`check_power_caps`)."""
         from greenroute.core.types import CLASSES
 
         n_c, n_o, n_r = len(CLASSES), len(origins), len(regions)
@@ -253,6 +290,12 @@ class ConstraintSet:
                 if cap[r] < 0:
                     raise PlanViolationError(
                         "power-cap", f"epoch {epoch}: power cap for {reg} is {cap[r]} kW < 0"
+                    )
+                if idle_power_kw is not None and cap[r] < idle_power_kw[r] - CAP_TOL_KW:
+                    raise PlanViolationError(
+                        "power-cap",
+                        f"epoch {epoch}: power cap {cap[r]:g} kW for {reg} is below its idle IT "
+                        f"power {idle_power_kw[r]:.6g} kW",
                     )
 
     def _rule_for(self, origin: str, region: str, epoch: int, c: int) -> str:

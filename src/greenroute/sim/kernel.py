@@ -33,6 +33,10 @@ DROP_KV_OVERFLOW = 2
 DROP_NO_SERVER = 3
 DROP_POWER_CAP = 4
 DROP_REASONS = ("none", "queue_full", "kv_overflow", "no_server_for_model", "power_cap")
+# Which ineligibility explains a drop when the region's servers disagree (lower wins): a server
+# that could host the request but has no usable slot under a power cap names the cap; one
+# whose KV cache is too small comes next; "no server for the model" only when nothing could.
+_DROP_RANK = np.array([3, 3, 1, 2, 0], dtype=np.int64)
 
 
 def kernel_code(policy: object) -> int:
@@ -265,7 +269,7 @@ def run_batch(
                 n_any += 1
                 if resident[s] == m:
                     n_res += 1
-            elif e < reason:
+            elif _DROP_RANK[e] < _DROP_RANK[reason]:
                 reason = e
         out_server[i] = -1
         out_start[i] = np.nan
