@@ -132,3 +132,27 @@ def test_roundtrip_dict():
         0.05,
     )
     assert ConstraintSet.from_dict(cs.to_dict()) == cs
+
+
+def test_power_cap_below_idle_is_infeasible_and_at_idle_is_not():
+    idle = np.array([2.9, 1.45, 4.35])
+    ok = ConstraintSet(power_caps_kw={"DE-LU": 2.9, "SG": 100.0})
+    ok.check_feasible(ORIGINS, REGIONS, 86400, 900, idle_power_kw=idle)  # cap == idle is met
+    bad = ConstraintSet(power_caps_kw={"US-CAL-CISO": 1.4})
+    with pytest.raises(InfeasibleConstraintsError) as ei:
+        bad.check_feasible(ORIGINS, REGIONS, 86400, 900, idle_power_kw=idle)
+    assert ei.value.rule == "power-cap"
+    assert "1.4 kW for US-CAL-CISO" in str(ei.value) and "idle IT power 1.45 kW" in str(ei.value)
+    bad.check_feasible(ORIGINS, REGIONS, 86400, 900)  # without idle powers: names only
+
+
+def test_plan_power_cap_below_idle_is_rejected():
+    cs = ConstraintSet()
+    allowed = cs.allowed_mask(ORIGINS, REGIONS, 0, 900)
+    route = _route(np.eye(3))
+    idle = np.array([2.9, 2.9, 2.9])
+    cs.validate(route, None, np.array([np.nan, 2.9, 7.0]), ORIGINS, REGIONS, allowed, 0, idle)
+    with pytest.raises(PlanViolationError) as ei:
+        cs.validate(route, None, np.array([np.nan, 2.0, 7.0]), ORIGINS, REGIONS, allowed, 3, idle)
+    assert ei.value.rule == "power-cap"
+    assert "epoch 3" in str(ei.value) and "2 kW for US-CAL-CISO" in str(ei.value)

@@ -361,7 +361,13 @@ class Simulation:
 
     # ------------------------------------------------------------------ helpers
     def effective_slots(self, plan_cap_kw: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """Per-server usable slots and per-region slot fraction under the power caps."""
+        """Per-server usable slots and per-region slot fraction under the power caps.
+
+        Every server stays on (idle power always drawn) and each busy slot adds (peak - idle) /
+        slots (``physics/power.py``), so ``floor(slots * (cap - idle) / (peak - idle))`` usable
+        slots per server keep a region's IT power <= its cap (caps below idle are refused:
+        ``ConstraintSet.check_power_caps``). A plan's cap binds admissions from its epoch on;
+        in request fidelity work already running finishes (no preemption)."""
         b = self.prep.built
         cap = self.hard_caps_kw.copy()
         if plan_cap_kw is not None:
