@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,13 +26,13 @@ def metrics_json(res: RunResult) -> dict:
     return {k: _clean(v) for k, v in res.metrics.items()}
 
 
-def write_run(res: RunResult, out: Path) -> None:
-    with atomic_dir(out) as tmp:
+def write_run(res: RunResult, out: Path, *, force: bool = False) -> None:
+    with atomic_dir(out, force=force) as tmp:
         _write_one(res, tmp)
 
 
-def write_compare(results: Sequence[RunResult], out: Path) -> None:
-    with atomic_dir(out) as tmp:
+def write_compare(results: Sequence[RunResult], out: Path, *, force: bool = False) -> None:
+    with atomic_dir(out, force=force) as tmp:
         rows = []
         for res in results:
             sub = tmp / _safe_name(res.policy)
@@ -66,27 +66,113 @@ def _safe_name(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
 
 
-class atomic_dir:  # noqa: N801 (context manager used like a function)
-    """Write into a temporary sibling directory; move it to ``out`` only on success."""
+# a directory holding one of these was written by greenroute: --force may replace it
+RESULT_MARKERS = ("manifest.json", "summary.json")
+DIR_MODE = 0o777  # before the umask, as ``mkdir`` does
 
-    def __init__(self, out: Path) -> None:
+
+def _nearest_existing(path: Path) -> Path:
+    p = path
+    while not p.exists():
+        if p.parent == p:
+            break
+        p = p.parent
+    return p
+
+
+def _mkdir_umask(parent: Path, prefix: str) -> Path:
+    """A new directory in ``parent`` created with the user's umask (``mkdtemp`` uses 0700)."""
+    for _ in range(100):
+        path = parent / f"{prefix}{secrets.token_hex(4)}"
+        try:
+            os.mkdir(path, DIR_MODE)
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"no free temporary name in {parent}")
+
+
+def check_out_dir(out: str | Path, *, force: bool = False) -> None:
+    """Refuse, before any simulation, an ``--out`` that cannot be written as a result directory.
+
+    ``out`` must not be a file; an existing non-empty directory is refused unless ``force``
+    and it holds a greenroute result (``manifest.json`` or ``summary.json``); the nearest
+    existing ancestor must be a directory in which a directory can really be created (probed,
+    so read-only file systems and ``/proc`` are caught too)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is an existing file, not a directory")
+    if out.is_dir() and any(out.iterdir()):
+        if not force:
+            raise ConfigError(
+                f"--out {out} exists and is not empty; use --force to replace it, or choose a "
+                "new directory"
+            )
+        if not any((out / m).is_file() for m in RESULT_MARKERS):
+            raise ConfigError(
+                f"--out {out} is not a greenroute result directory (no "
+                f"{' or '.join(RESULT_MARKERS)}); --force replaces only result directories"
+            )
+    anchor = _nearest_existing(out.absolute().parent)
+    if not anchor.is_dir():
+        raise ConfigError(f"cannot create --out {out}: {anchor} is a file, not a directory")
+    try:
+        probe = _mkdir_umask(anchor, f".{out.name or 'out'}.probe-")
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create --out {out}: {anchor} is not writable ({exc.strerror})"
+        ) from None
+    probe.rmdir()
+
+
+class atomic_dir:  # noqa: N801 (context manager used like a function)
+    """Write into a temporary sibling directory; move it to ``out`` only on success.
+
+    The directory gets the user's umask. With ``force`` an existing result directory is
+    replaced: it is renamed aside, the new one renamed into place, then the old one removed
+    (restored if the rename fails), so ``out`` always holds a complete result."""
+
+    def __init__(self, out: Path, *, force: bool = False) -> None:
         self.out = Path(out)
+        self.force = force
 
     def __enter__(self) -> Path:
-        if self.out.exists() and any(self.out.iterdir()):
-            raise ConfigError(f"--out {self.out} exists and is not empty; choose a new directory")
+        check_out_dir(self.out, force=self.force)
         parent = self.out.parent if str(self.out.parent) else Path(".")
         try:
             parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = _mkdir_umask(parent, f".{self.out.name}.tmp-")
         except OSError as exc:
-            raise ConfigError(f"cannot create {parent}: {exc.strerror}") from None
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.tmp-", dir=parent))
+            raise ConfigError(f"cannot create --out {self.out}: {exc.strerror}") from None
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
+            if issubclass(exc_type, OSError):
+                reason = exc.strerror or exc
+                raise ConfigError(f"cannot write --out {self.out}: {reason}") from None
             return
-        if self.out.exists():
-            self.out.rmdir()
-        os.replace(self.tmp, self.out)
+        try:
+            self._move_into_place()
+        except OSError as err:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise ConfigError(f"cannot write --out {self.out}: {err.strerror or err}") from None
+
+    def _move_into_place(self) -> None:
+        old = None
+        if self.out.is_dir():
+            if any(self.out.iterdir()):
+                old = _mkdir_umask(self.out.parent, f".{self.out.name}.old-")
+                old.rmdir()
+                os.replace(self.out, old)
+            else:
+                self.out.rmdir()
+        try:
+            os.replace(self.tmp, self.out)
+        except OSError:
+            if old is not None:
+                os.replace(old, self.out)
+            raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
