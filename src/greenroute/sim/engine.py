@@ -118,7 +118,9 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
         ewif_l_per_kwh=signals.water_intensity_l_per_kwh,
     )
     if scenario.network:
-        latency = latency_matrix_s(scenario.origin_coords(), scenario.region_coords())
+        latency = latency_matrix_s(
+            scenario.origin_coords(data_dir), scenario.region_coords(data_dir)
+        )
     else:
         latency = np.zeros((len(scenario.origins), len(scenario.regions)))
     scenario.constraints.check_feasible(
@@ -269,8 +271,8 @@ def cluster_info(prep: Prepared) -> ClusterInfo:
         idle_power_kw=b.region_idle_kw(),
         peak_power_kw=b.region_peak_kw(),
         latency_s=prep.latency_s,
-        region_latlon=sc.region_coords(),
-        origin_latlon=sc.origin_coords(),
+        region_latlon=sc.region_coords(prep.data_dir),
+        origin_latlon=sc.origin_coords(prep.data_dir),
         ttft_slo_s=sc.ttft_slo_s,
         scenario=sc.name,
         deadline_slack_s=_slack(sc),

@@ -97,19 +97,24 @@ class Scenario:
             kw["facility"] = facility
         return replace(self, **kw) if kw else self
 
-    def origin_coords(self) -> np.ndarray:
-        from greenroute.catalog import get_region
-
+    def origin_coords(self, data_dir: Path | None = None) -> np.ndarray:
+        """[O, 2] lat/lon of the origins (catalog regions, or ``data_dir``'s own regions)."""
         if self.origin_latlon is not None:
             return np.asarray(self.origin_latlon, dtype=float)
-        return np.array([[get_region(o).lat_deg, get_region(o).lon_deg] for o in self.origins])
+        return _latlon(self.origins, data_dir)
 
-    def region_coords(self) -> np.ndarray:
-        from greenroute.catalog import get_region
-
-        return np.array([[get_region(r).lat_deg, get_region(r).lon_deg] for r in self.regions])
+    def region_coords(self, data_dir: Path | None = None) -> np.ndarray:
+        """[R, 2] lat/lon of the regions (catalog regions, or ``data_dir``'s own regions)."""
+        return _latlon(self.regions, data_dir)
 
     def trace_path(self, data_dir: Path | None) -> Path | None:
         if not isinstance(self.workload, TraceWorkload) or data_dir is None:
             return None
         return Path(data_dir) / self.workload.file
+
+
+def _latlon(keys: tuple[str, ...], data_dir: Path | None) -> np.ndarray:
+    from greenroute.data.regions import get_region
+
+    regions = [get_region(k, data_dir) for k in keys]
+    return np.array([[r.lat_deg, r.lon_deg] for r in regions], dtype=float).reshape(-1, 2)

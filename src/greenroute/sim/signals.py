@@ -58,6 +58,10 @@ def hourly_signals(
     from greenroute.catalog import REGIONS
 
     reg = REGIONS.get(region)
+    if reg is None and data_dir is not None:  # a region the data dir's regions.csv adds
+        from greenroute.data.regions import get_region
+
+        reg = get_region(region, data_dir)
     if reg is not None and not reg.has_signals:  # built from published climate normals
         from greenroute.data.au_normals import hourly_signals as normals_signals
 
@@ -112,7 +116,10 @@ def _disk_key(regions, start_utc, n_steps, epoch_s, data_dir) -> tuple[str, dict
 
     if data_dir is None or not cache.enabled():
         return None
-    if any(REGIONS.get(r) is None or not REGIONS[r].has_signals for r in regions):
+    from greenroute.data.regions import data_dir_regions
+
+    known = {**data_dir_regions(data_dir), **REGIONS}  # catalog + the data dir's own regions
+    if any(known.get(r) is None or not known[r].has_signals for r in regions):
         return None
     end = start_utc + pd.Timedelta(seconds=n_steps * epoch_s + 7200.0)
     years = set(range(start_utc.year, end.year + 1))
