@@ -114,8 +114,13 @@ def test_order_of_magnitude_against_ren_glb(data_dir: Path) -> None:
     Electricity Maps CI columns, over the same hours, against Ren GLB's total water factor.
 
     The sites differ (e.g. Ren's "Virginia" vs our PJM zone with Philadelphia weather) and
-    their off-site factor comes from EIA fuel mixes, not from CI, so only the order of
-    magnitude is compared: means within a factor of 2."""
+    their off-site factor comes from EIA fuel mixes, not from CI, so the formulas themselves
+    are checked by hand above; here the band is what the two sources support. Measured over
+    the 457 shared hours (2022-09-22 onwards): ours / theirs = 0.794 (PJM), 0.869 (ERCOT),
+    0.843 (DE-LU), 0.916 (SG); ours is lower everywhere. The band 0.75-1.0 catches, e.g.,
+    dropping the off-site term (PJM: (4.743 - 1.526) / 5.975 = 0.54) or the CoC/(CoC-1) = 6/5
+    factor of the on-site WUE (PJM: (3.217 / 1.2 + 1.526) / 5.975 = 0.70), which a factor of 2
+    would not."""
     pairs = {
         "US-MIDA-PJM": "Virginia",
         "US-TEX-ERCO": "Texas",
@@ -141,4 +146,4 @@ def test_order_of_magnitude_against_ren_glb(data_dir: Path) -> None:
         wb = wet_bulb_stull_c(m["temperature_2m_C"], m["relative_humidity_2m_pct"])
         ours = float(np.mean(w.wue_li2023_l_per_kwh(wb) + ewif))
         theirs = float(m[" WUE (L/kWh)"].mean())
-        assert 0.5 < ours / theirs < 2.0, (region, ours, theirs)
+        assert 0.75 < ours / theirs < 1.0, (region, ours, theirs)
