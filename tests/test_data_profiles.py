@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import zipfile
 from pathlib import Path
 
@@ -343,21 +342,6 @@ def test_regions_get_independent_streams(profiles: SignalProfiles) -> None:
         )
 
     assert abs(np.corrcoef(z(a, "DE-LU"), z(b, "GB"))[0, 1]) < 0.15
-
-
-def test_one_year_synthesis_is_fast() -> None:
-    synthesize_region_signals("SG", "2030-01-01", YEAR_H, seed=0)  # warm the profile cache
-    best = min(
-        _timed(lambda s=s: synthesize_region_signals("SG", "2030-01-01", YEAR_H, seed=s))
-        for s in range(3)
-    )
-    assert best < 0.25
-
-
-def _timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def test_synthesis_argument_errors() -> None:

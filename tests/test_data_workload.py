@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -469,16 +468,15 @@ def test_rate_noise_reproduces_calibrated_dispersion() -> None:
     assert mean == pytest.approx(6000.0, rel=0.01)
 
 
-def test_generator_speed() -> None:
+def test_generator_volume_and_fluid_month_counts() -> None:
+    """A million requests and a 10-origin fluid month come out at the expected volume (their
+    speed is measured by ``make bench``, not here)."""
     spec = _spec(
         interactive_rps=(150.0, 100.0, 50.0), deferrable_rps=(10.0, 5.0, 5.0), diurnal="flat"
     )
-    generate_requests(spec, MONDAY_UTC, 60.0, seed=0)  # warm caches
-    t0 = time.perf_counter()
     r = generate_requests(spec, MONDAY_UTC, 3125.0, seed=0)
-    elapsed = time.perf_counter() - t0
+    # 320 req/s x 3125 s = 1,000,000 expected; Poisson + minute noise: well within 5 %
     assert 0.95e6 < len(r) < 1.05e6
-    assert elapsed < 1.0, f"1M requests took {elapsed:.2f} s"
     # fluid month: 31 days x 10 origins at 15-min epochs, thousands of req/s
     ten = WorkloadSpec(
         origins=tuple(f"o{i}" for i in range(10)),
@@ -489,11 +487,8 @@ def test_generator_speed() -> None:
         models=("llama2-70b", "llama2-7b"),
         model_mix=(0.6, 0.4),
     )
-    t0 = time.perf_counter()
     month = sample_epoch_counts(ten, "2024-01-01", 900.0, 31 * 96, seed=1)
-    elapsed = time.perf_counter() - t0
     assert month.shape == (2976, 10, 2, 2)
-    assert elapsed < 2.0, f"fluid month took {elapsed:.2f} s"
     # 31 days are not whole weeks: compare with the noise-free expectation, not the base rate
     expected = expected_rate_rps(ten, "2024-01-01", 900.0, 31 * 96) * 900.0
     assert month.sum() == pytest.approx(expected.sum(), rel=0.002)
