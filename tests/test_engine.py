@@ -9,7 +9,13 @@ import greenroute
 from greenroute.constraints import ConstraintSet, Exclusion
 from greenroute.core.errors import InfeasibleConstraintsError, PlanViolationError
 from greenroute.core.types import Plan
-from greenroute.policies.local import LeastLoadedLocal
+from greenroute.policies.local import (
+    LeastConnectionsLocal,
+    LeastLoadedLocal,
+    RandomLocal,
+    RoundRobinLocal,
+)
+from greenroute.sim import kernel as K
 
 
 def test_same_seed_same_numbers_and_seed_matters():
@@ -33,6 +39,29 @@ def test_python_local_policy_path_matches_compiled_kernel():
     kw = {"seed": 4, "days": 0.05}
     fast = greenroute.run("demo", "least-loaded", local_policy="least-loaded", **kw)
     slow = greenroute.run("demo", "least-loaded", local_policy=PythonLeastLoaded(), **kw)
+    for key in ("carbon_kg", "energy_kwh", "ttft_mean_s", "ttft_p99_s", "requests_completed"):
+        assert slow.metrics[key] == pytest.approx(fast.metrics[key], rel=1e-12), key
+
+
+@pytest.mark.parametrize(
+    "builtin", [RoundRobinLocal, LeastConnectionsLocal, LeastLoadedLocal, RandomLocal]
+)
+def test_every_builtin_local_policy_picks_the_same_in_python_and_compiled(builtin):
+    """The engine runs a built-in through the kernel (its ``kernel_code``); a subclass that
+    overrides ``pick`` (here: with the same rule) loses the code and runs through Python. Both
+    paths must place every request on the same server."""
+
+    class PythonPath(builtin):
+        def pick(self, request, servers):
+            return super().pick(request, servers)
+
+    assert builtin.kernel_code != K.LP_PYTHON
+    assert PythonPath.kernel_code == K.LP_PYTHON
+    # busy enough that queues form and the choice between servers matters
+    kw = {"seed": 7, "days": 0.1}
+    fast = greenroute.run("demo", "round-robin", local_policy=builtin.name, **kw)
+    slow = greenroute.run("demo", "round-robin", local_policy=PythonPath, **kw)  # per region
+    assert fast.metrics["requests_completed"] > 50
     for key in ("carbon_kg", "energy_kwh", "ttft_mean_s", "ttft_p99_s", "requests_completed"):
         assert slow.metrics[key] == pytest.approx(fast.metrics[key], rel=1e-12), key
 

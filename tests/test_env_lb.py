@@ -458,3 +458,28 @@ def test_rl_local_policy_wrong_server_count(tmp_path, data_dir):
     req = RequestView(0, 0.0, 0, 0, 100, 10)
     with pytest.raises(ConfigError, match="2 servers"):
         pol.pick(req, _view(three.farm))
+
+
+@pytest.mark.realdata
+def test_fifo_farm_and_request_kernel_agree_on_the_trace(data_dir):
+    """The env's per-request farm (sim/fifo_farm.py) and the engine's compiled kernel model the
+    same seed-002 servers (tokens/s, concurrency, FIFO): fed the engine's own server choices,
+    the farm reproduces every start and finish time of lb-highload."""
+    import greenroute
+    from greenroute.sim.fifo_farm import ServerFarm
+
+    res = greenroute.run("lb-highload", "local-only", local_policy="least-loaded",
+                         record_requests=True, data_dir=data_dir)  # fmt: skip
+    req = res.requests.sort_values("arrival_s", kind="stable")
+    assert (req["drop_reason"] == "none").all()
+    farm = ServerFarm([3000.0, 5000.0, 7000.0], [3, 5, 7])
+    starts, finishes = [], []
+    for row in req.itertuples():
+        farm.advance(row.arrival_s)
+        start, finish = farm.assign(int(row.server), row.prompt_tokens + row.output_tokens,
+                                    row.arrival_s)  # fmt: skip
+        starts.append(start)
+        finishes.append(finish)
+    assert req["server"].nunique() == 3
+    np.testing.assert_allclose(starts, req["start_s"], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(finishes, req["finish_s"], rtol=0, atol=1e-9)

@@ -112,10 +112,14 @@ def make_local_policy(name: str, **options: Any) -> LocalPolicy:
     return LOCAL_POLICIES.build(name, **options)
 
 
-def local_policy_factory(spec: LocalPolicy | str) -> Callable[[], LocalPolicy]:
-    """A zero-argument factory of per-region local policies for the engine: a name gives a
-    fresh instance per region; an object is shared by every region (used as is)."""
+def local_policy_factory(
+    spec: LocalPolicy | type | str,
+) -> Callable[[], LocalPolicy]:
+    """A zero-argument factory of per-region local policies for the engine: a name or a class
+    gives a fresh instance per region; an object is shared by every region (used as is)."""
     if isinstance(spec, str):
         make_local_policy(spec)  # fail fast on a bad name
         return lambda: make_local_policy(spec)
+    if isinstance(spec, type):
+        return spec
     return lambda: spec

@@ -297,7 +297,7 @@ def _local_instance(local: LocalPolicy | Callable[[], LocalPolicy]) -> LocalPoli
             f"Simulation takes a LocalPolicy or a factory, not the name {local!r}; use "
             "greenroute.policies.registry.local_policy_factory(name)"
         )
-    if hasattr(local, "pick"):
+    if hasattr(local, "pick") and not isinstance(local, type):
         return local  # type: ignore[return-value]
     return local()
 
@@ -352,6 +352,8 @@ class Simulation:
         # observation caches: the allowed mask when no rule depends on time, the resident
         # model names, the total water factor
         self._allowed_static: np.ndarray | None = None
+        self._times: list | None = None  # Timestamp of every epoch (see _epoch_time)
+        self._kv_cap_safe = np.where(self._kv_cap > 0, self._kv_cap, 1.0)
         self._resident_src = None
         self._resident_names: tuple = ()
         f = prep.factors
@@ -410,13 +412,12 @@ class Simulation:
             self._resident_names = tuple(frozenset(sc.models[m] for m in ms) for ms in resident)
         cap_slots = self._cap_slots
         kv_cap = self._kv_cap
-        with np.errstate(divide="ignore", invalid="ignore"):
-            kv_free = np.where(kv_cap > 0, 1.0 - state["kv_used"] / kv_cap, 1.0)
+        kv_free = np.where(kv_cap > 0, 1.0 - state["kv_used"] / self._kv_cap_safe, 1.0)
         cs = prep.class_stats
         return Observation(
             epoch=e,
             time_s=t0,
-            time_utc=sc.start_utc + pd.Timedelta(seconds=t0),
+            time_utc=self._epoch_time(e, t0),
             epoch_s=sc.epoch_s,
             regions=sc.regions,
             origins=sc.origins,
@@ -455,6 +456,25 @@ class Simulation:
             slo_miss_curve=prep.slo_miss_curve,
             forecast_error=self.config.forecast_error,
         )
+
+    def _epoch_time(self, e: int, t0: float) -> pd.Timestamp:
+        """``start_utc + t0`` (a Timestamp costs ~10 us to build: whole-second epochs are
+        built once, as one index, when the result is the same Timestamp)."""
+        times = self._times
+        if times is None:
+            times = []
+            sc = self.sc
+            if float(sc.epoch_s).is_integer() and self.prep.signals.n_steps > 1:
+                steps = np.arange(self.prep.signals.n_steps) * sc.epoch_s
+                idx = sc.start_utc + pd.to_timedelta(steps, unit="s")
+                if idx[1] == sc.start_utc + pd.Timedelta(seconds=steps[1]) and (
+                    idx[1].unit == (sc.start_utc + pd.Timedelta(seconds=steps[1])).unit
+                ):
+                    times = list(idx)
+            self._times = times
+        if e < len(times):
+            return times[e]
+        return self.sc.start_utc + pd.Timedelta(seconds=t0)
 
     def get_plan(self, obs: Observation) -> Plan:
         t = time.perf_counter()
