@@ -33,7 +33,7 @@ from greenroute.sim.iteration import (
     stack_cost_tables,
 )
 from greenroute.sim.iteration.cost import iteration_duration_s, iteration_power_w
-from greenroute.sim.iteration.state import (
+from greenroute.sim.iteration.kernel import (
     A_BATCH_SUM,
     A_BUSY_S,
     A_DEC_IN,
@@ -120,6 +120,18 @@ def test_prompt_longer_than_budget_runs_alone_and_skips_decodes() -> None:
     _, log, _ = _run([(0.0, 10, 5), (0.1, 150, 1)], cfg)
     assert log["t_finish_s"] == pytest.approx([1.80, 1.6], rel=EXACT)
     assert log["tbt_max_s"][0] == pytest.approx(1.55, rel=EXACT)
+
+
+def test_decodes_left_out_go_first_next_iteration() -> None:
+    # budget 100. A, B, C (1 prompt token, 10 output) at 0: it1 [0, 0.03].
+    # it2 [0.03, 1.03]: P1 (98) + decodes A, B = 100 tokens; C left out.
+    # it3 [1.03, 2.03]: P2 (98) + C (left out before, so first) + A; B left out.
+    # it4 [2.03, 2.08]: A, B, C decode. Largest gaps: A 1.0, B 2.08 - 1.03, C 2.03 - 0.03.
+    cfg = IterationConfig.uniform(1, blocks_total=1000, max_batched_tokens=100)
+    reqs = [(0.0, 1, 10), (0.0, 1, 10), (0.0, 1, 10), (0.03, 98, 1), (0.5, 98, 1)]
+    _, log, _ = _run(reqs, cfg)
+    assert log["tbt_max_s"][:3] == pytest.approx([1.0, 1.05, 2.0], rel=1e-9)
+    assert log["t_finish_s"][3:] == pytest.approx([1.03, 2.03], rel=EXACT)
 
 
 @pytest.mark.parametrize(
@@ -364,6 +376,7 @@ def test_splitwise_iteration_cost(tmp_path: Path) -> None:
     assert iteration_power_w(0, 0, 2, 2048.0, *pw) == pytest.approx(1000 + (0.4 + 0.2 / 3) * 3200)
 
 
+@pytest.mark.realdata
 def test_splitwise_cost_on_the_shipped_profile(data_dir: Path) -> None:
     tab = splitwise_cost_table(
         data_dir / "perf" / "splitwise_perf_model.csv", "llama2-70b", "a100-80gb", 8,

@@ -1,6 +1,6 @@
 """Iteration-level continuous-batching server model (compiled), standalone.
 
-Python entry points wrap the numba kernels (``kernel.py``, ``driver.py``) over an
+Python entry points wrap the numba kernels (``kernel.py``) over an
 :class:`IterationConfig`, stacked cost tables (:func:`stack_cost_tables`) and an
 :class:`IterationState`::
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from greenroute.sim.iteration import driver as _driver
 from greenroute.sim.iteration import kernel as _kernel
 from greenroute.sim.iteration.cost import (
     CostArrays,
@@ -25,18 +24,16 @@ from greenroute.sim.iteration.cost import (
     splitwise_cost_table,
     stack_cost_tables,
 )
-from greenroute.sim.iteration.driver import (
-    LP_LEAST_CONNECTIONS,
-    LP_LEAST_LOADED,
-    LP_RANDOM,
-    LP_ROUND_ROBIN,
-)
 from greenroute.sim.iteration.kernel import (
     DROP_KV_OVERFLOW,
     DROP_NO_SERVER,
     DROP_NONE,
     DROP_PREEMPTION_LIMIT,
     DROP_QUEUE_FULL,
+    LP_LEAST_CONNECTIONS,
+    LP_LEAST_LOADED,
+    LP_RANDOM,
+    LP_ROUND_ROBIN,
 )
 from greenroute.sim.iteration.state import IterationConfig, IterationState
 
@@ -95,7 +92,7 @@ def run_arrivals(
     n = int(np.asarray(t_arr).shape[0])
     st.reserve_log(n)
     out_server = np.empty(n, dtype=np.int64)
-    _driver.run_arrivals(
+    _kernel.run_arrivals(
         np.asarray(t_arr, dtype=np.float64), np.asarray(region, dtype=np.int64),
         np.asarray(model, dtype=np.int64), np.asarray(req_id, dtype=np.int64),
         np.asarray(prompt, dtype=np.int64), np.asarray(output, dtype=np.int64),

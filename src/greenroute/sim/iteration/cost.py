@@ -32,9 +32,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from numba import njit
 
 from greenroute.core.errors import ConfigError, DataFormatError
+from greenroute.sim.iteration.kernel import iteration_duration_s, iteration_power_w
+
+__all__ = ["iteration_duration_s", "iteration_power_w"]  # compiled in kernel.py
 
 MS_PER_S = 1000.0
 # splitwise-sim performance_model.py:253: a mixed prompt+token iteration costs 1.1 x prompt time
@@ -215,60 +217,3 @@ def stack_cost_tables(tables: list[CostTable]) -> CostArrays:
         idle_w=np.array([c.idle_w for c in tables]),
         peak_w=np.array([c.peak_w for c in tables]),
     )
-
-
-@njit(cache=True)
-def interp_n(x, xs, ys, n, extrapolate):
-    """Piecewise-linear through the first ``n`` knots; end segments extended when
-    ``extrapolate`` (scipy interp1d fill_value="extrapolate"), else held."""
-    if n == 1:
-        return ys[0]
-    if x <= xs[0]:
-        if not extrapolate:
-            return ys[0]
-        return ys[0] + (ys[1] - ys[0]) / (xs[1] - xs[0]) * (x - xs[0])
-    if x >= xs[n - 1]:
-        if not extrapolate:
-            return ys[n - 1]
-        return ys[n - 1] + (ys[n - 1] - ys[n - 2]) / (xs[n - 1] - xs[n - 2]) * (x - xs[n - 1])
-    lo = 0
-    hi = n - 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if xs[mid] <= x:
-            lo = mid
-        else:
-            hi = mid
-    w = (x - xs[lo]) / (xs[hi] - xs[lo])
-    return ys[lo] + w * (ys[hi] - ys[lo])
-
-
-@njit(cache=True)
-def iteration_duration_s(
-    t, prefill_tokens, n_decode, prompt_x, prompt_s, n_prompt, token_x, token_s, n_token, mixed
-):
-    """Seconds of one iteration of perf type ``t`` (splitwise performance_model.py:207-256)."""
-    bt = float(prefill_tokens + n_decode)
-    if prefill_tokens > 0:
-        d = interp_n(bt, prompt_x[t], prompt_s[t], n_prompt[t], True)
-        if n_decode > 0:
-            d *= mixed[t]
-    else:
-        d = interp_n(bt, token_x[t], token_s[t], n_token[t], True)
-    return d if d > 0.0 else 0.0
-
-
-@njit(cache=True)
-def iteration_power_w(
-    t, prefill_tokens, n_decode, budget, pp_x, pp_w, n_pp, pd_x, pd_w, n_pd, has_power, idle_w,
-    peak_w,
-):  # fmt: skip
-    """Instance watts during one iteration (see the module docstring)."""
-    if has_power[t]:
-        if prefill_tokens > 0:
-            return interp_n(float(prefill_tokens + n_decode), pp_x[t], pp_w[t], n_pp[t], False)
-        return interp_n(float(n_decode), pd_x[t], pd_w[t], n_pd[t], False)
-    u = float(prefill_tokens + n_decode) / budget
-    if u > 1.0:
-        u = 1.0
-    return idle_w[t] + (peak_w[t] - idle_w[t]) * u

@@ -23,7 +23,21 @@ The first output token comes out of the iteration that finishes the prompt's pre
 its end - arrival); each decode iteration then yields one token per request.
 
 Event API: ``advance_server(s, t_until)`` runs every iteration that starts before ``t_until``;
-``enqueue(s, ...)`` must be called with the server advanced to the arrival time.
+``enqueue(s, ...)`` advances the server to the arrival time and queues the request.
+
+Driver ``run_arrivals``: for each arrival (sorted by time) the region's candidate servers
+(serving the request's model, with KV blocks that can ever hold it) are advanced to the arrival
+time, one is picked by the region's built-in local policy and the request is queued there; at
+the end every server is advanced to ``t_end`` (the epoch end), in-flight work stays in the
+state. Local policy codes (as ``greenroute.sim.kernel``): 0 round robin over candidates; 1 least
+connections (running + queued); 2 least loaded (tokens of work left, queued + running: prefill
+tokens left + decode inputs left); 3 random (``u_local[i]`` uniform in [0, 1) picks candidate
+``floor(u x n)``). Ties go to the lowest server index.
+
+All compiled code, and the array-layout constants it freezes at compile time, live in this one
+module on purpose: numba's on-disk cache (``cache=True``) only checks the source file of the
+function it caches, so a jitted caller in another module would keep running stale code after an
+edit here.
 """
 
 from __future__ import annotations
@@ -31,54 +45,61 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from greenroute.sim.iteration.cost import iteration_duration_s, iteration_power_w
-from greenroute.sim.iteration.state import (
-    A_BATCH_SUM,
-    A_BUSY_S,
-    A_DEC_IN,
-    A_DROP_PREEMPT,
-    A_ENERGY_J,
-    A_ITER,
-    A_OUT_TOK,
-    A_PF_FIRST,
-    A_PREEMPT,
-    A_RECOMP,
-    A_TOKENS,
-    EF_ARRIVE,
-    EF_TBT_MAX,
-    EF_TBT_SUM,
-    EF_TFIRST,
-    EF_TLAST,
-    EI_BLOCKS,
-    EI_CHUNK,
-    EI_DEC,
-    EI_DEC_IN,
-    EI_GEN,
-    EI_KV_TOK,
-    EI_NPRE,
-    EI_OUTPUT,
-    EI_PF_DONE,
-    EI_PF_FIRST,
-    EI_PF_TARGET,
-    EI_PROMPT,
-    EI_RECOMP,
-    EI_RECOMP_PENDING,
-    EI_REQ,
-    EI_SKIP,
-    LF_ARRIVE,
-    LF_FINISH,
-    LF_TBT_MAX,
-    LF_TBT_SUM,
-    LF_TFIRST,
-    LI_DEC_IN,
-    LI_DROP,
-    LI_GEN,
-    LI_NPRE,
-    LI_PF_FIRST,
-    LI_RECOMP,
-    LI_REQ,
-    LI_SERVER,
-)  # fmt: skip
+# --- entry integer fields ei[s, e, :]
+EI_REQ = 0  # request id given by the caller
+EI_PROMPT = 1  # prompt tokens
+EI_OUTPUT = 2  # output tokens
+EI_PF_TARGET = 3  # tokens the current prefill must process (prompt, or prompt+generated)
+EI_PF_DONE = 4  # tokens of the current prefill already processed
+EI_GEN = 5  # output tokens generated so far
+EI_KV_TOK = 6  # tokens whose KV is stored
+EI_BLOCKS = 7  # KV blocks held
+EI_NPRE = 8  # times preempted
+EI_SKIP = 9  # 1: a decode left out of the previous iteration (gets priority, as splitwise)
+EI_PF_FIRST = 10  # prompt tokens prefilled for the first time
+EI_RECOMP = 11  # tokens recomputed after preemptions
+EI_RECOMP_PENDING = 12  # tokens of the current prefill that are a recompute
+EI_DEC_IN = 13  # decode inputs processed (each produces one output token)
+EI_CHUNK = 14  # prefill tokens scheduled in the current iteration
+EI_DEC = 15  # 1: decodes in the current iteration
+N_EI = 16
+# --- entry float fields ef[s, e, :]
+EF_ARRIVE = 0
+EF_TFIRST = 1
+EF_TLAST = 2  # time of the last output token
+EF_TBT_SUM = 3
+EF_TBT_MAX = 4
+N_EF = 5
+# --- per-server accumulators acc[s, :]
+A_ITER = 0  # iterations run
+A_BUSY_S = 1  # seconds spent in iterations
+A_BATCH_SUM = 2  # sum over iterations of requests in the batch
+A_TOKENS = 3  # sum over iterations of tokens processed (budget utilisation = A_TOKENS / budget)
+A_ENERGY_J = 4  # energy of the iterations (idle time is not included)
+A_PF_FIRST = 5  # prompt tokens prefilled the first time
+A_RECOMP = 6  # tokens recomputed after preemption
+A_DEC_IN = 7  # decode inputs (output tokens after the first)
+A_PREEMPT = 8  # preemptions (requeued)
+A_DROP_PREEMPT = 9  # requests dropped at the preemption bound
+A_OUT_TOK = 10  # output tokens produced
+N_ACC = 11
+# --- completion log columns
+LI_REQ = 0
+LI_SERVER = 1
+LI_NPRE = 2
+LI_DROP = 3
+LI_PF_FIRST = 4
+LI_RECOMP = 5
+LI_DEC_IN = 6
+LI_GEN = 7  # output tokens produced
+N_LI = 8
+LF_ARRIVE = 0
+LF_TFIRST = 1  # NaN if no token was produced
+LF_FINISH = 2  # NaN if dropped
+LF_TBT_SUM = 3
+LF_TBT_MAX = 4
+N_LF = 5
+
 
 # drop reasons: 0-4 as greenroute.sim.kernel (DROP_REASONS), plus the preemption bound
 DROP_NONE = 0
@@ -86,6 +107,63 @@ DROP_QUEUE_FULL = 1
 DROP_KV_OVERFLOW = 2
 DROP_NO_SERVER = 3
 DROP_PREEMPTION_LIMIT = 5
+
+
+@njit(cache=True)
+def interp_n(x, xs, ys, n, extrapolate):
+    """Piecewise-linear through the first ``n`` knots; end segments extended when
+    ``extrapolate`` (scipy interp1d fill_value="extrapolate"), else held."""
+    if n == 1:
+        return ys[0]
+    if x <= xs[0]:
+        if not extrapolate:
+            return ys[0]
+        return ys[0] + (ys[1] - ys[0]) / (xs[1] - xs[0]) * (x - xs[0])
+    if x >= xs[n - 1]:
+        if not extrapolate:
+            return ys[n - 1]
+        return ys[n - 1] + (ys[n - 1] - ys[n - 2]) / (xs[n - 1] - xs[n - 2]) * (x - xs[n - 1])
+    lo = 0
+    hi = n - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if xs[mid] <= x:
+            lo = mid
+        else:
+            hi = mid
+    w = (x - xs[lo]) / (xs[hi] - xs[lo])
+    return ys[lo] + w * (ys[hi] - ys[lo])
+
+
+@njit(cache=True)
+def iteration_duration_s(
+    t, prefill_tokens, n_decode, prompt_x, prompt_s, n_prompt, token_x, token_s, n_token, mixed
+):
+    """Seconds of one iteration of perf type ``t`` (splitwise performance_model.py:207-256)."""
+    bt = float(prefill_tokens + n_decode)
+    if prefill_tokens > 0:
+        d = interp_n(bt, prompt_x[t], prompt_s[t], n_prompt[t], True)
+        if n_decode > 0:
+            d *= mixed[t]
+    else:
+        d = interp_n(bt, token_x[t], token_s[t], n_token[t], True)
+    return d if d > 0.0 else 0.0
+
+
+@njit(cache=True)
+def iteration_power_w(
+    t, prefill_tokens, n_decode, budget, pp_x, pp_w, n_pp, pd_x, pd_w, n_pd, has_power, idle_w,
+    peak_w,
+):  # fmt: skip
+    """Instance watts during one iteration (see the module docstring)."""
+    if has_power[t]:
+        if prefill_tokens > 0:
+            return interp_n(float(prefill_tokens + n_decode), pp_x[t], pp_w[t], n_pp[t], False)
+        return interp_n(float(n_decode), pd_x[t], pd_w[t], n_pd[t], False)
+    u = float(prefill_tokens + n_decode) / budget
+    if u > 1.0:
+        u = 1.0
+    return idle_w[t] + (peak_w[t] - idle_w[t]) * u
 
 
 @njit(cache=True)
@@ -160,13 +238,19 @@ def _evict(s, k, max_pre, st):
         _log(s, e, DROP_PREEMPTION_LIMIT, np.nan, st)
         _free_entry(s, e, st)
         return
-    kv = ei[s, e, EI_KV_TOK]
-    work_tok[s] += kv
+    work_tok[s] -= _remaining(s, e, ei)
     ei[s, e, EI_NPRE] += 1
-    ei[s, e, EI_RECOMP_PENDING] = kv
     ei[s, e, EI_KV_TOK] = 0
-    ei[s, e, EI_PF_TARGET] = ei[s, e, EI_PROMPT] + ei[s, e, EI_GEN]
+    # re-prefill the prompt and every generated token; all but the newest generated one (or,
+    # before the first token, the prompt tokens never prefilled yet) are a recompute
+    gen = ei[s, e, EI_GEN]
+    ei[s, e, EI_PF_TARGET] = ei[s, e, EI_PROMPT] + gen
+    if gen > 0:
+        ei[s, e, EI_RECOMP_PENDING] = ei[s, e, EI_PROMPT] + gen - 1
+    else:
+        ei[s, e, EI_RECOMP_PENDING] = ei[s, e, EI_PF_FIRST]
     ei[s, e, EI_PF_DONE] = 0
+    work_tok[s] += _remaining(s, e, ei)
     acc[s, A_PREEMPT] += 1.0
     _push_front(s, e, st)
 
@@ -456,3 +540,85 @@ def _drop_now(s, req, t, prompt, output, drop, st):
     log_f[k, LF_TBT_SUM] = 0.0
     log_f[k, LF_TBT_MAX] = 0.0
     log_n[0] = k + 1
+
+
+# --- driver: place a sorted batch of arrivals with the built-in local policies
+
+LP_ROUND_ROBIN = 0
+LP_LEAST_CONNECTIONS = 1
+LP_LEAST_LOADED = 2
+LP_RANDOM = 3
+
+
+@njit(cache=True)
+def _candidate(s, m, prompt, output, cfg):
+    return cfg[1][s] == m and fits(s, prompt, output, cfg)
+
+
+@njit(cache=True)
+def run_arrivals(
+    t_arr, region, model, req_id, prompt, output, u_local, t_end, region_start, lp_code, cfg,
+    cost, st, out_server,
+):  # fmt: skip
+    """Place arrivals ``i`` (sorted by ``t_arr``) and advance all servers to ``t_end``.
+
+    ``out_server[i]`` gets the chosen server (-1 when no server could take it); the outcome of
+    every request (also later drops) lands in the state's completion log."""
+    qlen, nrun, work_tok, rr = st[6], st[8], st[11], st[13]
+    n = t_arr.shape[0]
+    for i in range(n):
+        r = region[i]
+        m = model[i]
+        t = t_arr[i]
+        p = prompt[i]
+        o = output[i]
+        s0 = region_start[r]
+        s1 = region_start[r + 1]
+        n_model = 0
+        n_cand = 0
+        for s in range(s0, s1):
+            if cfg[1][s] == m:
+                n_model += 1
+                if fits(s, p, o, cfg):
+                    n_cand += 1
+        out_server[i] = -1
+        if n_cand == 0:
+            reason = DROP_NO_SERVER if n_model == 0 else DROP_KV_OVERFLOW
+            _drop_now(-1 if n_model == 0 else s0, req_id[i], t, p, o, reason, st)
+            continue
+        code = lp_code[r]
+        chosen = -1
+        if code == LP_ROUND_ROBIN:
+            nreg = s1 - s0
+            for j in range(nreg):
+                s = s0 + (rr[r] + j) % nreg
+                if _candidate(s, m, p, o, cfg):
+                    chosen = s
+                    rr[r] = (s - s0 + 1) % nreg
+                    break
+        elif code == LP_RANDOM:
+            k = int(u_local[i] * n_cand)
+            if k >= n_cand:
+                k = n_cand - 1
+            for s in range(s0, s1):
+                if _candidate(s, m, p, o, cfg):
+                    if k == 0:
+                        chosen = s
+                        break
+                    k -= 1
+        else:
+            best = np.inf
+            for s in range(s0, s1):
+                if not _candidate(s, m, p, o, cfg):
+                    continue
+                advance_server(s, t, cfg, cost, st)
+                if code == LP_LEAST_CONNECTIONS:
+                    score = float(nrun[s] + qlen[s])
+                else:
+                    score = float(work_tok[s])
+                if score < best:
+                    best = score
+                    chosen = s
+        out_server[i] = chosen
+        enqueue(chosen, req_id[i], t, p, o, cfg, cost, st)
+    advance(0, qlen.shape[0], t_end, cfg, cost, st)

@@ -3,12 +3,13 @@
 Everything is a plain numpy array so that the compiled kernel (``kernel.py``) can run on it and
 a counterfactual fork is ``state.copy()`` (every array deep-copied).
 
-Layout. ``S`` servers; each holds a pool of ``C = queue_limit + max_running`` request *entries*
-(``ei[s, e, EI_*]`` integers, ``ef[s, e, EF_*]`` floats), a FCFS waiting queue (ring buffer of
-entry indices ``q[s]`` with ``qhead``/``qlen``; preempted requests are pushed back at its head)
-and a running list ``run[s, :nrun[s]]`` in admission order (its tail is the most recently
-admitted). Finished and dropped requests are appended to a completion log (``log_i``,
-``log_f``, ``LI_*``/``LF_*`` columns) that :meth:`IterationState.drain_log` hands back.
+Layout. ``S`` servers; each holds a pool of ``C = queue_limit + max_running`` request
+*entries* (``ei[s, e, EI_*]`` integers, ``ef[s, e, EF_*]`` floats; the field constants live in
+``kernel.py``), a FCFS waiting queue (ring buffer of entry indices ``q[s]`` with
+``qhead``/``qlen``; preempted requests are pushed back at its head) and a running list
+``run[s, :nrun[s]]`` in admission order (its tail is the most recently admitted). Finished and
+dropped requests are appended to a completion log (``log_i``, ``log_f``, ``LI_*``/``LF_*``
+columns) that :meth:`IterationState.drain_log` hands back.
 """
 
 from __future__ import annotations
@@ -18,61 +19,26 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from greenroute.core.errors import ConfigError
-
-# --- entry integer fields ei[s, e, :]
-EI_REQ = 0  # request id given by the caller
-EI_PROMPT = 1  # prompt tokens
-EI_OUTPUT = 2  # output tokens
-EI_PF_TARGET = 3  # tokens the current prefill must process (prompt, or prompt+generated)
-EI_PF_DONE = 4  # tokens of the current prefill already processed
-EI_GEN = 5  # output tokens generated so far
-EI_KV_TOK = 6  # tokens whose KV is stored
-EI_BLOCKS = 7  # KV blocks held
-EI_NPRE = 8  # times preempted
-EI_SKIP = 9  # 1: a decode left out of the previous iteration (gets priority, as splitwise)
-EI_PF_FIRST = 10  # prompt tokens prefilled for the first time
-EI_RECOMP = 11  # tokens recomputed after preemptions
-EI_RECOMP_PENDING = 12  # tokens of the current prefill that are a recompute
-EI_DEC_IN = 13  # decode inputs processed (each produces one output token)
-EI_CHUNK = 14  # prefill tokens scheduled in the current iteration
-EI_DEC = 15  # 1: decodes in the current iteration
-N_EI = 16
-# --- entry float fields ef[s, e, :]
-EF_ARRIVE = 0
-EF_TFIRST = 1
-EF_TLAST = 2  # time of the last output token
-EF_TBT_SUM = 3
-EF_TBT_MAX = 4
-N_EF = 5
-# --- per-server accumulators acc[s, :]
-A_ITER = 0  # iterations run
-A_BUSY_S = 1  # seconds spent in iterations
-A_BATCH_SUM = 2  # sum over iterations of requests in the batch
-A_TOKENS = 3  # sum over iterations of tokens processed (budget utilisation = A_TOKENS / budget)
-A_ENERGY_J = 4  # energy of the iterations (idle time is not included)
-A_PF_FIRST = 5  # prompt tokens prefilled the first time
-A_RECOMP = 6  # tokens recomputed after preemption
-A_DEC_IN = 7  # decode inputs (output tokens after the first)
-A_PREEMPT = 8  # preemptions (requeued)
-A_DROP_PREEMPT = 9  # requests dropped at the preemption bound
-A_OUT_TOK = 10  # output tokens produced
-N_ACC = 11
-# --- completion log columns
-LI_REQ = 0
-LI_SERVER = 1
-LI_NPRE = 2
-LI_DROP = 3
-LI_PF_FIRST = 4
-LI_RECOMP = 5
-LI_DEC_IN = 6
-LI_GEN = 7  # output tokens produced
-N_LI = 8
-LF_ARRIVE = 0
-LF_TFIRST = 1  # NaN if no token was produced
-LF_FINISH = 2  # NaN if dropped
-LF_TBT_SUM = 3
-LF_TBT_MAX = 4
-N_LF = 5
+from greenroute.sim.iteration.kernel import (
+    LF_ARRIVE,
+    LF_FINISH,
+    LF_TBT_MAX,
+    LF_TBT_SUM,
+    LF_TFIRST,
+    LI_DEC_IN,
+    LI_DROP,
+    LI_GEN,
+    LI_NPRE,
+    LI_PF_FIRST,
+    LI_RECOMP,
+    LI_REQ,
+    LI_SERVER,
+    N_ACC,
+    N_EF,
+    N_EI,
+    N_LF,
+    N_LI,
+)  # fmt: skip
 
 BLOCK_TOKENS_DEFAULT = 16  # vLLM's default KV block size (tokens)
 MAX_BATCHED_TOKENS_DEFAULT = 2048  # splitwise-sim baseline.yaml max_batch_tokens; vLLM v0 default
