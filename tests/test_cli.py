@@ -87,13 +87,18 @@ def test_out_not_empty_is_refused(tmp_path):
         (["run", "--weights", "carbon=x"], "bad --weights"),
         (["run", "--data-dir", "/nonexistent/dir"], "data directory does not exist"),
         (["compare", "--policies", "local-only,nope"], "unknown policy 'nope'"),
+        (["pareto", "--policies", "local-only,nope"], "unknown policy 'nope'; valid choices:"),
+        (["run", "--policy-opt", "horizon=3"], "valid choices: target_utilisation"),
+        (["run", "--facility", "igloo"], "valid choices: default, marlin"),
     ],
 )
 def test_user_errors_one_line_no_traceback(args, needle, tmp_path):
     out = tmp_path / "never"
     res = invoke(*args, *FAST, "--out", str(out))
     assert res.exit_code == 2, res.output
-    assert needle in res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert needle in lines[0]
     assert "Traceback" not in res.output + res.stderr
     assert not out.exists()  # nothing half-written
 

@@ -117,6 +117,13 @@ def check_facility(facility: str | None) -> str | None:
     return facility
 
 
+def check_data_dir(data_dir: Path | None) -> None:
+    """A named data directory exists and holds greenroute data (before any run)."""
+    from greenroute.data.paths import resolve_data_dir
+
+    resolve_data_dir(data_dir)
+
+
 def check_local_policy(name: str) -> None:
     from greenroute.policies.registry import LOCAL_POLICIES
 

@@ -21,6 +21,7 @@ from greenroute.cli.options import (
     ScenarioOpt,
     SeedOpt,
     cache_scope,
+    check_data_dir,
     check_facility,
     check_seed,
     options_per_policy,
@@ -89,6 +90,7 @@ def pareto(
     names = split_names(policies)
     check_seed(seed)
     check_facility(facility)
+    check_data_dir(data_dir)
     options = uniform_options(names, parse_policy_options(policy_opt))
     weight_set(sweep_weights, seed)  # validates N before any run
     run_kwargs = {"facility": facility}

@@ -32,6 +32,7 @@ from greenroute.cli.options import (
     SeedOpt,
     WeightsOpt,
     cache_scope,
+    check_data_dir,
     check_facility,
     check_forecast,
     check_local_policy,
@@ -120,6 +121,7 @@ def run(
         check_seed(seed)
         check_forecast(forecast, forecast_error)
         check_facility(facility)
+        check_data_dir(data_dir)
         check_local_policy(local_policy)
         options = parse_policy_options(policy_opt)
         if not policy.startswith("rl:"):
@@ -219,6 +221,7 @@ def compare(
     check_seed(seed)
     check_forecast(forecast, forecast_error)
     check_facility(facility)
+    check_data_dir(data_dir)
     check_local_policy(local_policy)
     specs = policy_specs(names, parse_policy_options(policy_opt))
     constraints = constraints_from(exclude, residency, power_cap)
