@@ -236,7 +236,11 @@ def test_pareto_policy_opt_every_policy_must_take_it(monkeypatch):
     assert seen["facility"] == "marlin"
     line = one_error_line(invoke("pareto", "--policies", "local-only,lp-mpc",
                                  "--policy-opt", "horizon=4"))  # fmt: skip
-    assert "'horizon'" in line and "local-only do not take it" in line
+    assert line == (
+        "error: --policy-opt 'horizon' on pareto goes to every listed policy, and local-only "
+        "does not take it (list only policies that take it, or use compare); valid choices: "
+        "(none)"
+    )
 
 
 @pytest.mark.parametrize("command", ["run", "compare", "pareto"])
@@ -278,6 +282,26 @@ def test_out_under_a_file_refused_before_the_run(tmp_path, no_simulation):
 def test_out_in_proc_refused_before_the_run(no_simulation):
     line = one_error_line(invoke("run", "--out", "/proc/x"))
     assert line.startswith("error: cannot create --out /proc/x: /proc is not writable")
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["record", "--policy", "local-only", "--out", "/proc/t.parquet"],
+        ["train", "--env", "greenroute/GeoManager-v0", "--out", "/proc/m.zip"],
+    ],
+)
+def test_record_and_train_out_file_checked_first(args, monkeypatch):
+    from greenroute.bench import rl_record, rl_train
+
+    def refuse(*a, **k):
+        raise AssertionError("work started before --out was checked")
+
+    monkeypatch.setattr(rl_record, "record", refuse)
+    monkeypatch.setattr(rl_train, "train", refuse)
+    line = one_error_line(invoke(*args))
+    assert line.startswith(f"error: cannot create --out {args[-1]}: /proc is not writable")
 
 
 def _leftovers(parent: Path) -> list[str]:

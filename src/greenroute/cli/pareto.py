@@ -36,14 +36,23 @@ from greenroute.core.errors import ConfigError
 def uniform_options(names: list[str], options: dict) -> dict:
     """``--policy-opt`` for a sweep: :func:`greenroute.bench.pareto.pareto_sweep` gives every
     policy the same options, so each option must be one that every listed policy takes."""
+    from greenroute.policies.registry import geo_policy_entry
+
     per_policy = options_per_policy(names, options)
     for key in options:
         without = [n for n in names if key not in per_policy[n]]
         if without:
+            shared = set.intersection(
+                *(
+                    set() if n.startswith("rl:") else {o.name for o in geo_policy_entry(n).options}
+                    for n in names
+                )
+            )
             raise ConfigError(
-                f"--policy-opt {key!r} on pareto applies to every listed policy, and "
-                f"{', '.join(without)} do not take it; list only policies that take it "
-                f"(or use compare, which applies it where it is taken)"
+                f"--policy-opt {key!r} on pareto goes to every listed policy, and "
+                f"{', '.join(without)} {'does' if len(without) == 1 else 'do'} not take it "
+                f"(list only policies that take it, or use compare); valid choices: "
+                f"{', '.join(sorted(shared)) or '(none)'}"
             )
     return options
 

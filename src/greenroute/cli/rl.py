@@ -49,6 +49,11 @@ def train(
         from greenroute.bench.rl_train import train as _train
     except ImportError as exc:  # pragma: no cover - extra not installed
         raise ConfigError(f"training needs the [rl] extra: {exc}") from None
+    from greenroute.sim.output import check_out_file
+
+    if out.suffix != ".zip":
+        raise ConfigError(f"--out must end with .zip, got {out}")
+    check_out_file(out)
     env_options = parse_overrides(env_option)
     if data_dir is not None:
         given = env_options.get("data_dir")
@@ -92,10 +97,12 @@ def record(
     from greenroute.bench.rl_record import record as _record
     from greenroute.bench.rl_record import save_trajectories
     from greenroute.scenarios import get_scenario
+    from greenroute.sim.output import check_out_file
 
     check_seed(seed)
     if out.suffix != ".parquet":
         raise ConfigError(f"--out must end with .parquet, got {out}")
+    check_out_file(out)
     if get_scenario(scenario).real_data and _uses_embedded_data(data_dir):
         print_note(EMBEDDED_DATA_NOTE)
     bar = EpochBar(f"record {policy}")

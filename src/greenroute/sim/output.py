@@ -125,6 +125,24 @@ def check_out_dir(out: str | Path, *, force: bool = False) -> None:
     probe.rmdir()
 
 
+def check_out_file(out: str | Path) -> None:
+    """Refuse, before any work, an output file path that is a directory or cannot be created
+    (its nearest existing ancestor is probed by creating and removing a directory there)."""
+    out = Path(out)
+    if out.is_dir():
+        raise ConfigError(f"--out {out} is an existing directory, not a file")
+    anchor = _nearest_existing(out.absolute().parent)
+    if not anchor.is_dir():
+        raise ConfigError(f"cannot create --out {out}: {anchor} is a file, not a directory")
+    try:
+        probe = _mkdir_umask(anchor, f".{out.name or 'out'}.probe-")
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create --out {out}: {anchor} is not writable ({exc.strerror})"
+        ) from None
+    probe.rmdir()
+
+
 class atomic_dir:  # noqa: N801 (context manager used like a function)
     """Write into a temporary sibling directory; move it to ``out`` only on success.
 
