@@ -17,23 +17,25 @@ from scipy import stats
 from greenroute.catalog.regions import SIGNAL_REGIONS
 from greenroute.core.errors import ConfigError, DataFormatError, UnknownNameError
 from greenroute.data.paths import file_sha256
-from greenroute.data.profiles import (
-    EMBEDDED_PROFILES_PATH,
+from greenroute.data.profile_stats import (
     NORMAL_SCORE_GRID,
-    PHYSICAL_BOUNDS,
-    SignalProfiles,
     _calibrate_ar1,
     _cells,
+    lag1_autocorr,
+    standardized_residual,
+)
+from greenroute.data.profiles import (
+    EMBEDDED_PROFILES_PATH,
+    PHYSICAL_BOUNDS,
+    SignalProfiles,
     build_profiles,
     embedded_regions,
-    lag1_autocorr,
     load_profiles,
     profile_source_series,
     save_profiles,
-    standardized_residual,
-    synthesize_region_signals,
 )
 from greenroute.data.signals import SIGNAL_COLUMNS, load_region_signals
+from greenroute.data.synth_signals import synthesize_region_signals
 
 CI, LCA, LOW, REN, PRICE, TEMP, RH = SIGNAL_COLUMNS
 YEAR_H = 8760

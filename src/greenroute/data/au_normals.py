@@ -50,7 +50,7 @@ same way, scaled to the cited average; WA and NT prices are the cited tariffs.
 Where the borrowed shapes come from: the signal hook receives ``(region, start, hours, seed)``
 only, not the run's ``--data-dir``. We therefore use ``resolve_data_dir(None)``, i.e. the real
 AU-NSW/AU-VIC files when ``$GREENROUTE_DATA_DIR`` is set (and covers the year), else the
-embedded synthetic AU-NSW/AU-VIC series (:func:`~greenroute.data.profiles.
+embedded synthetic AU-NSW/AU-VIC series (:func:`~greenroute.data.synth_signals.
 synthesize_region_signals`, seeded by the run's signal seed), so the scenario runs anywhere.
 A run given ``--data-dir`` without the environment variable gets real data for Sydney and
 Melbourne and embedded shapes for the five synthesised cities.
@@ -487,7 +487,7 @@ def _source_year(source: str, year: int, seed: int, root: str | None) -> tuple[n
         real = _real_source(Path(root), source, grid)
         if real is not None:
             return real, "real"
-    from greenroute.data.profiles import synthesize_region_signals
+    from greenroute.data.synth_signals import synthesize_region_signals
 
     f = synthesize_region_signals(source, t0, n, int(seed))
     out = np.stack(

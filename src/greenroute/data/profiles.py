@@ -30,7 +30,6 @@ bounds and to the range observed in that calendar month.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,10 +37,21 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, special
-from scipy import signal as sp_signal
+from scipy import special
 
-from greenroute.core.errors import ConfigError, DataFormatError, UnknownNameError
+from greenroute.core.errors import DataFormatError, UnknownNameError
+from greenroute.data.profile_stats import (
+    _N_HOURS,
+    _N_MONTHS,
+    NORMAL_SCORE_GRID,
+    _calibrate_ar1,
+    _cell_mean_std,
+    _cells,
+    _fit_innovations,
+    _normal_scores,
+    lag1_autocorr,
+    standardized_residual,
+)
 from greenroute.data.signals import (
     DUPLICATED_PRICE_YEARS,
     SIGNAL_COLUMNS,
@@ -50,24 +60,7 @@ from greenroute.data.signals import (
     load_regions_index,
     load_weather,
     price_correction,
-    to_utc_timestamp,
 )
-
-__all__ = [
-    "EMBEDDED_PROFILES_PATH",
-    "NORMAL_SCORE_GRID",
-    "PHYSICAL_BOUNDS",
-    "PROFILE_YEARS",
-    "SignalProfiles",
-    "build_profiles",
-    "embedded_regions",
-    "lag1_autocorr",
-    "load_profiles",
-    "profile_source_series",
-    "save_profiles",
-    "standardized_residual",
-    "synthesize_region_signals",
-]
 
 EMBEDDED_PROFILES_PATH: Path = Path(__file__).resolve().parent / "embedded" / "signal_profiles.npz"
 
@@ -75,11 +68,6 @@ EMBEDDED_PROFILES_PATH: Path = Path(__file__).resolve().parent / "embedded" / "s
 # weather file covers 2021-2024; GB price only from 2022-01-21).
 PROFILE_YEARS: tuple[int, ...] = (2021, 2022, 2023, 2024)
 
-# Normal scores at which the per-month z quantiles are stored. One month of 4 years holds
-# ~2,900 hours, so +-3.5 sigma (probability 2.3e-4 each side) reaches the observed extremes;
-# beyond the grid the generator holds the end values. Step 0.25 sigma.
-NORMAL_SCORE_GRID: np.ndarray = np.linspace(-3.5, 3.5, 29)
-NORMAL_SCORE_GRID.setflags(write=False)
 
 # Physical bounds the synthetic series are clipped to (per the module brief: percentages in
 # [0, 100]; carbon intensity >= 0; relative humidity in [1, 100] -- Open-Meteo RH is an integer
@@ -105,15 +93,6 @@ _SIGNAL_SOURCE: dict[str, str] = {
     "rh_pct": "weather",
 }
 
-_N_MONTHS, _N_HOURS = 12, 24
-# A (month, hour) cell whose std is below this fraction of the signal's largest cell std is
-# treated as constant (z = 0 there), so rounding noise is not blown up into residuals.
-_MIN_RELATIVE_STD = 1e-6
-# Upper bound on an AR(1) coefficient: keeps the stationary variance 1 / (1 - phi^2) finite.
-_MAX_AR1 = 0.9999
-# Ridge on the lag-0 correlation of the scores (identical signals make it singular); changes
-# correlations by at most 1e-4.
-_RIDGE = 1e-4
 _FORMAT_VERSION = 1
 _ARRAY_KEYS = (
     "regions",
@@ -134,156 +113,6 @@ _ARRAY_KEYS = (
 
 # =============================================================================================
 # Statistics shared by the builder, the generator and the tests
-# =============================================================================================
-def _cells(index: pd.DatetimeIndex) -> np.ndarray:
-    """Flat (month, UTC hour) cell number 0..287 of each stamp."""
-    utc = index.tz_convert("UTC") if index.tz is not None else index
-    return (np.asarray(utc.month) - 1) * _N_HOURS + np.asarray(utc.hour)
-
-
-def _cell_mean_std(values: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    n_cells = _N_MONTHS * _N_HOURS
-    count = np.bincount(cells, minlength=n_cells).astype(np.float64)
-    if (count < 2).any():
-        raise ValueError("every (month, hour) cell needs at least two values")
-    total = np.bincount(cells, weights=values, minlength=n_cells)
-    mean = total / count
-    dev = values - mean[cells]
-    var = np.bincount(cells, weights=dev * dev, minlength=n_cells) / count
-    return mean, np.sqrt(var)
-
-
-def standardized_residual(
-    values: np.ndarray, index: pd.DatetimeIndex, mean: np.ndarray, std: np.ndarray
-) -> np.ndarray:
-    """``(x - mean[month, hour]) / std[month, hour]``; 0 where the cell is (near) constant."""
-    cells = _cells(index)
-    mu = np.asarray(mean, dtype=np.float64).reshape(-1)[cells]
-    sd = np.asarray(std, dtype=np.float64).reshape(-1)[cells]
-    floor = _MIN_RELATIVE_STD * max(float(np.max(std)), np.finfo(np.float64).tiny)
-    ok = sd > floor
-    return np.where(ok, (np.asarray(values, dtype=np.float64) - mu) / np.where(ok, sd, 1.0), 0.0)
-
-
-def _consecutive(index: pd.DatetimeIndex) -> np.ndarray:
-    """Mask over pairs (t-1, t): True where the two stamps are exactly one hour apart."""
-    return np.diff(index.asi8) == pd.Timedelta(hours=1).value // _unit_ns(index)
-
-
-def _unit_ns(index: pd.DatetimeIndex) -> int:
-    return {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[index.unit]
-
-
-def lag1_autocorr(values: np.ndarray, index: pd.DatetimeIndex | None = None) -> float:
-    """Pearson correlation of ``x[t]`` with ``x[t-1]`` over pairs one hour apart.
-
-    Without ``index`` all neighbouring pairs count. A constant series gives 0.
-    """
-    x = np.asarray(values, dtype=np.float64)
-    pairs = np.ones(max(x.size - 1, 0), bool) if index is None else _consecutive(index)
-    a, b = x[:-1][pairs], x[1:][pairs]
-    if a.size < 3 or np.std(a) == 0 or np.std(b) == 0:
-        return 0.0
-    return float(np.corrcoef(a, b)[0, 1])
-
-
-# Gauss-Hermite rule (probabilists', weight exp(-x^2/2)) for expectations over N(0, 1); 96
-# nodes integrate the piecewise-linear marginal map to ~1e-4 in correlation.
-_GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(96)
-_GH_WEIGHTS = _GH_WEIGHTS / _GH_WEIGHTS.sum()
-
-
-def _grid_position(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Left grid node and interpolation weight of each normal score (held beyond the grid)."""
-    step = NORMAL_SCORE_GRID[1] - NORMAL_SCORE_GRID[0]
-    pos = (np.clip(g, NORMAL_SCORE_GRID[0], NORMAL_SCORE_GRID[-1]) - NORMAL_SCORE_GRID[0]) / step
-    left = np.minimum(pos.astype(np.int64), NORMAL_SCORE_GRID.size - 2)
-    return left, pos - left
-
-
-def _marginal_map(g: np.ndarray, z_quantiles: np.ndarray) -> np.ndarray:
-    """Normal scores -> standardized residuals through every month's quantile map.
-
-    ``z_quantiles`` is (months, grid); the result is (months, *g.shape).
-    """
-    left, weight = _grid_position(g)
-    return z_quantiles[:, left] * (1.0 - weight) + z_quantiles[:, left + 1] * weight
-
-
-def _mapped_lag1(rho: float, z_quantiles: np.ndarray) -> float:
-    """Lag-1 correlation of ``z[t] = f_m(g[t])`` when ``corr(g[t], g[t-1]) = rho``.
-
-    Months are equally weighted and month changes ignored: the moments are averaged over the
-    12 per-month maps ``f_m`` (rows of ``z_quantiles``), as a long series pools them.
-    """
-    x, w = _GH_NODES, _GH_WEIGHTS
-    f1 = _marginal_map(x, z_quantiles)  # (months, n)
-    mean = float(np.mean(f1 @ w))
-    second = float(np.mean((f1 * f1) @ w))
-    var = second - mean * mean
-    if var <= 0.0:
-        return 0.0
-    g2 = rho * x[:, None] + np.sqrt(max(1.0 - rho * rho, 0.0)) * x[None, :]
-    inner = _marginal_map(g2, z_quantiles) @ w  # E[f_m(g2) | g1 = x_i], (months, n)
-    cross = float(np.mean((f1 * inner) @ w))
-    return (cross - mean * mean) / var
-
-
-def _calibrate_ar1(target: float, z_quantiles: np.ndarray) -> float:
-    """AR(1) coefficient of the Gaussian scores whose mapped residual has lag-1 ``target``.
-
-    The maps are non-decreasing, so the mapped lag-1 correlation increases with the Gaussian
-    one: Brent's method on [-_MAX_AR1, _MAX_AR1] (targets outside the reachable range give the
-    end point).
-    """
-    quantiles = np.atleast_2d(z_quantiles)
-
-    def gap(rho: float) -> float:
-        return _mapped_lag1(rho, quantiles) - target
-
-    if gap(_MAX_AR1) <= 0.0:
-        return _MAX_AR1
-    if gap(-_MAX_AR1) >= 0.0:
-        return -_MAX_AR1
-    return float(optimize.brentq(gap, -_MAX_AR1, _MAX_AR1, xtol=1e-10, rtol=1e-12))
-
-
-def _normal_scores(z: np.ndarray, months: np.ndarray) -> np.ndarray:
-    """Gaussian scores of the ranks within each calendar month (ties averaged):
-    ``Phi^-1((rank - 0.5) / n_month)``."""
-    frame = pd.DataFrame({"z": z, "month": months})
-    ranks = frame.groupby("month")["z"].rank(method="average").to_numpy()
-    sizes = frame.groupby("month")["z"].transform("size").to_numpy()
-    return special.ndtri((ranks - 0.5) / sizes)
-
-
-def _fit_innovations(scores: np.ndarray, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Innovation correlation of per-signal AR(1)s that reproduces lag-0 co-movement.
-
-    ``scores`` (hours x signals) are the normal scores where every signal is present; ``phi``
-    the per-signal AR(1) coefficients. With ``g_i[t] = phi_i g_i[t-1] + e_i[t]`` the
-    stationary correlation is ``cov(e)_ij / (1 - phi_i phi_j)``, so matching the measured
-    lag-0 correlation ``R`` (CI vs renewables, price vs CI, temperature vs humidity, ...) needs
-    ``cov(e) = R * (1 - phi phi^T)``. That matrix is not always positive semi-definite (a slow
-    and a fast signal cannot be perfectly correlated), so it is projected onto the PSD cone and
-    its diagonal restored to ``1 - phi^2`` (unit-variance scores). Returns (innovation
-    correlation, measured ``R``). ``R`` gets a small ridge: some signals are identical in the
-    data (low-carbon == renewable share where there is no nuclear: AU, CL, JP, SG).
-    """
-    centred = scores - scores.mean(axis=0)
-    r = np.corrcoef(centred.T)
-    r = (1.0 - _RIDGE) * r + _RIDGE * np.eye(r.shape[0])
-    target = r * (1.0 - np.outer(phi, phi))
-    eigval, eigvec = np.linalg.eigh((target + target.T) / 2.0)
-    cov = (eigvec * np.clip(eigval, 0.0, None)) @ eigvec.T
-    sd = np.sqrt(np.clip(np.diag(cov), np.finfo(np.float64).tiny, None))
-    corr = cov / np.outer(sd, sd)
-    np.fill_diagonal(corr, 1.0)
-    return corr, r
-
-
-# =============================================================================================
-# Building from the real files
 # =============================================================================================
 def profile_source_series(
     data_dir: str | Path, region: str
@@ -556,97 +385,3 @@ def embedded_regions() -> tuple[str, ...]:
 # =============================================================================================
 # Synthesis
 # =============================================================================================
-def _region_seed(region: str) -> int:
-    """Stable 64-bit hash of a region key (Python's ``hash`` is salted per process)."""
-    return int.from_bytes(hashlib.sha256(region.encode("utf-8")).digest()[:8], "little")
-
-
-def _psd_factor(cov: np.ndarray) -> np.ndarray:
-    """Lower-triangular ``L`` with ``L @ L.T ~= cov`` for a (possibly singular) covariance.
-
-    Cholesky, not an eigen-decomposition: it is unique, so the same seed gives the same series
-    on every LAPACK build (eigenvectors may come back with other signs). A jitter of 1e-9 of
-    the largest variance makes exactly singular matrices (identical signals) factorable.
-    """
-    sym = (cov + cov.T) / 2.0
-    jitter = 1e-9 * max(float(np.max(np.diag(sym))), np.finfo(np.float64).tiny)
-    for _ in range(6):
-        try:
-            return np.linalg.cholesky(sym + jitter * np.eye(sym.shape[0]))
-        except np.linalg.LinAlgError:
-            jitter *= 100.0
-    raise ValueError("covariance matrix is not positive semi-definite")
-
-
-def synthesize_region_signals(
-    region: str,
-    start: Any,
-    hours: int,
-    seed: int,
-    profiles: SignalProfiles | None = None,
-) -> pd.DataFrame:
-    """Synthetic hourly signals for ``region`` over ``hours`` UTC hours from ``start``.
-
-    Same columns, index (tz-aware UTC, ``time_utc``, hourly) and dtype (float64) as
-    :func:`~greenroute.data.signals.load_region_signals`. ``start`` is rounded up to a whole
-    hour (naive = UTC). The result depends only on (region, start, hours, seed, profiles); the
-    random stream comes from ``SeedSequence([seed, sha256(region)])`` so regions are
-    independent under one seed, and a shorter series is a prefix of a longer one.
-    """
-    prof = profiles if profiles is not None else load_profiles()
-    r = prof._r(region)
-    if isinstance(hours, bool) or not isinstance(hours, int | np.integer) or hours < 0:
-        raise ConfigError(f"hours must be a non-negative integer, got {hours!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
-    t0 = to_utc_timestamp(start, "start").ceil("h")
-    index = pd.date_range(t0, periods=int(hours), freq="h", unit="us", name="time_utc")
-    columns = list(prof.columns)
-    if hours == 0:
-        return pd.DataFrame({c: np.zeros(0) for c in columns}, index=index)
-
-    phi = prof._arrays["ar1_normal"][r].astype(np.float64)
-    corr = prof._arrays["innovation_corr"][r].astype(np.float64)
-    scale = np.sqrt(1.0 - phi**2)
-    innovation_cov = corr * np.outer(scale, scale)
-    stationary_cov = innovation_cov / (1.0 - np.outer(phi, phi))
-
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), _region_seed(region)]))
-    g0 = _psd_factor(stationary_cov) @ rng.standard_normal(len(columns))
-    shocks = rng.standard_normal((int(hours), len(columns))) @ _psd_factor(innovation_cov).T
-    shocks[0] = g0  # g[0] ~ stationary law; g[t] = phi * g[t-1] + e[t] afterwards
-    g = np.empty_like(shocks)
-    for s in range(len(columns)):  # one IIR filter per signal (7), not per hour
-        g[:, s] = sp_signal.lfilter([1.0], [1.0, -phi[s]], shocks[:, s])
-
-    cells = _cells(index)
-    month = cells // _N_HOURS
-    left, weight = _grid_position(g)
-    mean = prof._arrays["mean"][r].astype(np.float64).reshape(len(columns), -1)
-    std = prof._arrays["std"][r].astype(np.float64).reshape(len(columns), -1)
-    quantiles = prof._arrays["z_quantiles"][r].astype(np.float64)
-    month_min = prof._arrays["month_min"][r].astype(np.float64)
-    month_max = prof._arrays["month_max"][r].astype(np.float64)
-    data: dict[str, np.ndarray] = {}
-    for s, name in enumerate(columns):
-        q = quantiles[s]  # (12, grid): the month's quantile map
-        z = q[month, left[:, s]] * (1.0 - weight[:, s]) + q[month, left[:, s] + 1] * weight[:, s]
-        # Clip to the physical bounds and to the range the real data showed in that calendar
-        # month: one quantile map per month serves all 24 hours, and where a cell's spread is
-        # mostly spikes (ERCOT's February, Singapore's price) its low tail would otherwise
-        # reach negative prices that market never had.
-        phys_lo, phys_hi = PHYSICAL_BOUNDS.get(name, (-np.inf, np.inf))
-        lo = np.maximum(month_min[s, month], phys_lo)
-        hi = np.minimum(month_max[s, month], phys_hi)
-        data[name] = np.clip(mean[s, cells] + std[s, cells] * z, lo, hi)
-    # Orderings that hold in every real hour (checked on all 16 regions, 2021-2024):
-    # lifecycle CI >= direct CI, and renewable share <= low-carbon share.
-    if {"carbon_intensity_g_per_kwh", "carbon_intensity_lca_g_per_kwh"} <= data.keys():
-        data["carbon_intensity_lca_g_per_kwh"] = np.maximum(
-            data["carbon_intensity_lca_g_per_kwh"], data["carbon_intensity_g_per_kwh"]
-        )
-    if {"low_carbon_pct", "renewable_pct"} <= data.keys():
-        data["renewable_pct"] = np.minimum(data["renewable_pct"], data["low_carbon_pct"])
-    out = pd.DataFrame(data, index=index, columns=columns, dtype=np.float64)
-    out.index.freq = "h"
-    return out

@@ -71,7 +71,7 @@ def hourly_signals(
         from greenroute.data.signals import load_region_signals
 
         return load_region_signals(data_dir, region, start_utc, end), "real"
-    from greenroute.data.profiles import synthesize_region_signals
+    from greenroute.data.synth_signals import synthesize_region_signals
 
     return synthesize_region_signals(region, start_utc, hours, seed), "embedded"
 
