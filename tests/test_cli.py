@@ -87,7 +87,6 @@ def test_out_not_empty_is_refused(tmp_path):
         (["run", "--weights", "carbon=x"], "bad --weights"),
         (["run", "--data-dir", "/nonexistent/dir"], "data directory does not exist"),
         (["compare", "--policies", "local-only,nope"], "unknown policy 'nope'"),
-        (["pareto", "--policies", "local-only,nope"], "unknown policy 'nope'; valid choices:"),
         (["run", "--policy-opt", "horizon=3"], "valid choices: target_utilisation"),
         (["run", "--facility", "igloo"], "valid choices: default, marlin"),
     ],

@@ -243,6 +243,14 @@ def test_pareto_policy_opt_every_policy_must_take_it(monkeypatch):
     )
 
 
+def test_pareto_unknown_policy_before_any_run(monkeypatch):
+    from greenroute.bench import pareto as bench_pareto
+
+    monkeypatch.setattr(bench_pareto, "pareto_sweep", None)  # calling it would be a TypeError
+    line = one_error_line(invoke("pareto", "--policies", "local-only,nope"))
+    assert line.startswith("error: unknown policy 'nope'; valid choices: ")
+
+
 @pytest.mark.parametrize("command", ["run", "compare", "pareto"])
 def test_unknown_facility(command, no_simulation):
     line = one_error_line(invoke(command, "--facility", "igloo"))
