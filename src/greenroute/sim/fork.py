@@ -41,10 +41,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from greenroute.core.errors import ConfigError
 from greenroute.core.types import GeoPolicy, Observation, Plan
 from greenroute.data.requests import CLASS_DEFERRABLE, CLASS_INTERACTIVE
+from greenroute.sim import fluid_kernel as FK
 
 # per-request outcome arrays of ``RequestBackend`` that ``place`` writes
 OUTCOME_FIELDS = (
@@ -52,9 +54,12 @@ OUTCOME_FIELDS = (
     "drop",
 )  # fmt: skip
 # fluid backend state arrays updated in place by ``fluid_kernel.fluid_step``
-FLUID_SMALL_STATE = ("backlog_s", "backlog_req", "util", "busy_slots", "acc", "first", "n_int")
+FLUID_GROUP_STATE = ("backlog_s", "backlog_req", "util", "busy_slots")  # [G]
 FLUID_LEDGERS = ("it_dyn_kwh", "served_req", "busy_slot_s", "dispatched")  # [R, E]
-FLUID_DROP_SLOTS = (0, 1, 2)  # fluid_kernel.ACC_QUEUE_FULL, ACC_NO_SERVER, ACC_POWER_CAP
+# running totals, first held cohort, and the step's outputs (read right after the step)
+FLUID_SCRATCH = ("acc", "first", "n_int", "outs", "info")
+# running drop totals of the fluid kernel: ACC_QUEUE_FULL, ACC_NO_SERVER, ACC_POWER_CAP
+FLUID_DROPS = slice(FK.ACC_QUEUE_FULL, FK.ACC_POWER_CAP + 1)
 SCALE_KEYS = (
     "carbon_kg", "water_m3", "cost_usd", "ttft_mean_s", "interactive_requests", "requests_total",
 )  # fmt: skip
@@ -139,6 +144,7 @@ class Fork:
         self.epoch = int(sim.epoch)
         self._obs: Observation | None = None
         self._scales = _read_scales(sim.config.objective_scales)
+        self._frac_no_cap: np.ndarray | None = None  # fluid: slot fraction without plan caps
 
     def evaluate(self, plan: Plan, obs: Observation | None = None) -> EpochFigures:
         """Figures of the fork's epoch under ``plan`` (validated like the run's plans)."""
@@ -179,13 +185,20 @@ class Fork:
                 plan = sim.validated(obs_e, _plan_at(source, i, obs_e))
                 invalid += sim.invalid_plans[n_invalid:]
                 del sim.invalid_plans[n_invalid:]
-                figures.append(
-                    measure_step(sim, e, lambda e=e, p=plan, o=obs_e: sim._stepper.apply(e, p, o),
-                                 self._scales)
-                )  # fmt: skip
+                figures.append(measure_step(sim, e, self._apply(e, plan, obs_e), self._scales))
         finally:
             saved.restore()
         return ForkResult(e0, tuple(figures), tuple(invalid))
+
+    def _apply(self, e: int, plan: Plan, obs: Observation) -> Callable[[], dict]:
+        """The stepper's ``apply`` of epoch ``e``; in fluid fidelity the per-region slot
+        fraction of a plan without its own power caps is computed once per fork."""
+        sim = self.sim
+        if sim.sc.fidelity == "request" or plan.power_cap_kw is not None:
+            return lambda: sim._stepper.apply(e, plan, obs)
+        if self._frac_no_cap is None:
+            self._frac_no_cap = sim.effective_slots(None)[1]
+        return lambda: sim._stepper.fluid.step(e, plan, self._frac_no_cap, obs) or {}
 
 
 def advance_measured(sim, plan: Plan, obs: Observation) -> EpochFigures:
@@ -215,22 +228,23 @@ def measure_step(sim, e: int, apply: Callable[[], dict], scales: dict | None) ->
         parts = _request_parts(sim, be, e, ids)
     else:
         fl = sim._stepper.fluid
-        drops0 = float(fl.acc[list(FLUID_DROP_SLOTS)].sum())
+        drops0 = float(fl.acc[FLUID_DROPS].sum())
         n_comp = len(fl.comp["w"])
         info = apply()
         parts = _fluid_parts(sim, fl, e, n_comp)
         parts["slo_misses"] = float(info["slo_misses"])
-        parts["dropped"] = float(fl.acc[list(FLUID_DROP_SLOTS)].sum()) - drops0
+        parts["dropped"] = float(fl.acc[FLUID_DROPS].sum()) - drops0
     return _figures(sim, e, parts, scales)
 
 
 def _figures(sim, e: int, parts: dict, scales: dict | None) -> EpochFigures:
     f = sim.prep.factors
     it = parts["it_kwh"]
-    carbon = float((it * f.carbon_g_per_it_kwh[e]).sum() / 1e3)
-    water_l = it * (f.water_onsite_l_per_it_kwh[e] + f.water_offsite_l_per_it_kwh[e])
-    water = float(water_l.sum() / 1e3)
-    cost = float((it * f.cost_usd_per_it_kwh[e]).sum())
+    carbon = float(it @ f.carbon_g_per_it_kwh[e]) / 1e3
+    water = (
+        float(it @ f.water_onsite_l_per_it_kwh[e]) + float(it @ f.water_offsite_l_per_it_kwh[e])
+    ) / 1e3
+    cost = float(it @ f.cost_usd_per_it_kwh[e])
     n_int, ttft_sum = parts["n_int"], parts["ttft_sum"]
     ttft_mean = ttft_sum / n_int if n_int > 0 else float("nan")
     obj = float("nan")
@@ -247,7 +261,7 @@ def _figures(sim, e: int, parts: dict, scales: dict | None) -> EpochFigures:
         epoch=e,
         carbon_kg=carbon,
         water_m3=water,
-        energy_kwh=float((it * f.energy_kwh_per_it_kwh[e]).sum()),
+        energy_kwh=float(it @ f.energy_kwh_per_it_kwh[e]),
         it_energy_kwh=float(it.sum()),
         cost_usd=cost,
         ttft_mean_s=float(ttft_mean),
@@ -272,24 +286,31 @@ def _read_scales(scales) -> dict | None:
 
 
 def _fluid_parts(sim, fl, e: int, n_comp: int) -> dict:
-    from greenroute.sim.fluid import _fluid_wait_mean, _zero_frac
-
     it = fl.it_dyn_kwh[:, e] + fl.idle_kwh
     n_int = ttft_sum = 0.0
     if len(fl.comp["w"]) > n_comp:
-        c = {k: v[n_comp] for k, v in fl.comp.items()}
-        t = c["type"]
-        e_pf = fl.svc.e_pf[t, CLASS_INTERACTIVE, t % fl.n_m]
-        dt = sim.sc.epoch_s
-        mean_each = (
-            c["net2"]
-            + e_pf
-            + _fluid_wait_mean(c["b0"], c["slope"], c["cap"], dt)
-            + _zero_frac(c["b0"], c["slope"], dt) * c["pw"] * c["cond"]
-        )
-        n_int = float(c["w"].sum())
-        ttft_sum = float((c["w"] * mean_each).sum())
+        c = fl.comp
+        n_int, ttft_sum = _fluid_ttft_sum(
+            c["w"][n_comp], c["net2"][n_comp], c["type"][n_comp], fl.e_pf_int, fl.n_m,
+            c["b0"][n_comp], c["slope"][n_comp], c["cap"][n_comp], c["pw"][n_comp],
+            c["cond"][n_comp], float(sim.sc.epoch_s),
+        )  # fmt: skip
     return {"it_kwh": it, "n_int": n_int, "ttft_sum": ttft_sum}
+
+
+@njit(cache=True)
+def _fluid_ttft_sum(w, net2, types, e_pf_int, n_m, b0, slope, cap, pw, cond, dt):
+    """(interactive count, TTFT sum) of one epoch's flows: network both ways + mean prefill
+    + the fluid backlog wait + the M/G/c wait while the backlog is empty, as in
+    ``FluidBackend.ttft_summary``'s mean."""
+    n = 0.0
+    total = 0.0
+    for i in range(w.size):
+        wait = FK.fluid_wait_mean(b0[i], slope[i], cap[i], dt)
+        wait += FK.zero_frac(b0[i], slope[i], dt) * pw[i] * cond[i]
+        total += w[i] * (net2[i] + e_pf_int[types[i], types[i] % n_m] + wait)
+        n += w[i]
+    return n, total
 
 
 def _request_parts(sim, be, e: int, ids: np.ndarray) -> dict:
@@ -356,7 +377,7 @@ class _EngineState:
         st = sim._stepper
         self.backend = st.backend if sim.sc.fidelity == "request" else st.fluid
         self.snap = self.backend.snapshot(e0, e1)
-        self.rng_state = copy.deepcopy(sim.forecaster._rng.bit_generator.state)
+        self.rng_state = sim.forecaster._rng.bit_generator.state  # a fresh dict per read
         self.h_request = sim.h_request
         self.n_invalid = len(sim.invalid_plans)
         self.request = None
@@ -376,34 +397,36 @@ class _EngineState:
             sim._stepper.held_flag[lo : lo + held.size] = held
 
 
-def fluid_snapshot(fl, e0: int, e1: int) -> dict:
-    """``FluidBackend.snapshot``: state epochs ``e0..e1-1`` may change."""
+def _fluid_state(fl, e0: int, e1: int) -> list[tuple[np.ndarray, tuple]]:
+    """(array, index) of every piece of fluid state epochs ``e0..e1-1`` may change; packed
+    arrays (one per kind, rows as views) are saved whole where the backend packs them."""
     # held cohorts before ``first`` are empty for good with one model (fluid_kernel.release);
     # with several models release updates every cohort's lower deadline
-    a0 = int(fl.first.min()) if fl.n_m == 1 and fl.first.size else 0
-    a0 = min(a0, e0)
-    return {
-        "small": [getattr(fl, k).copy() for k in FLUID_SMALL_STATE],
-        "out": [a.copy() for a in fl.out],
-        "ledgers": [getattr(fl, k)[:, e0:e1].copy() for k in FLUID_LEDGERS],
-        "pool": (a0, fl.pool[:, :, a0:e1].copy(), fl.pool_lo[:, :, a0:e1].copy()),
-        "comp": len(fl.comp["w"]),
-        "range": (e0, e1),
-    }
+    a0 = min(int(fl.first.min()) if fl.n_m == 1 and fl.first.size else 0, e0)
+    whole = (Ellipsis,)
+    if hasattr(fl, "gstate"):
+        parts = [(fl.gstate, whole), (fl.ledgers, (slice(None), slice(None), slice(e0, e1)))]
+        parts.append((fl.pools, (Ellipsis, slice(a0, e1))))
+    else:
+        parts = [(getattr(fl, k), whole) for k in FLUID_GROUP_STATE]
+        parts += [(getattr(fl, k), (slice(None), slice(e0, e1))) for k in FLUID_LEDGERS]
+        parts += [(fl.pool, (Ellipsis, slice(a0, e1))), (fl.pool_lo, (Ellipsis, slice(a0, e1)))]
+    parts += [(getattr(fl, k), whole) for k in FLUID_SCRATCH if hasattr(fl, k)]
+    if not hasattr(fl, "outs"):
+        parts += [(a, whole) for a in fl.out]
+    return parts
+
+
+def fluid_snapshot(fl, e0: int, e1: int) -> dict:
+    """``FluidBackend.snapshot``: state epochs ``e0..e1-1`` may change."""
+    parts = _fluid_state(fl, e0, e1)
+    return {"parts": [(a, i, a[i].copy()) for a, i in parts], "comp": len(fl.comp["w"])}
 
 
 def fluid_restore(fl, snap: dict) -> None:
     """``FluidBackend.restore``: put a :func:`fluid_snapshot` back (reusable)."""
-    for k, v in zip(FLUID_SMALL_STATE, snap["small"], strict=True):
-        getattr(fl, k)[...] = v
-    for a, v in zip(fl.out, snap["out"], strict=True):
-        a[...] = v
-    e0, e1 = snap["range"]
-    for k, v in zip(FLUID_LEDGERS, snap["ledgers"], strict=True):
-        getattr(fl, k)[:, e0:e1] = v
-    a0, pool, pool_lo = snap["pool"]
-    fl.pool[:, :, a0:e1] = pool
-    fl.pool_lo[:, :, a0:e1] = pool_lo
+    for a, i, v in snap["parts"]:
+        a[i] = v
     n = snap["comp"]
     for v in fl.comp.values():
         del v[n:]
