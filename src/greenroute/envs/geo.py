@@ -40,6 +40,7 @@ class _GeoBase(gym.Env):
     ) -> None:
         self.core = GeoCore(scenario, days, data_dir, reward_weights)
         self.seed_pool = int(seed_pool)  # episodes cycle over this many workload seeds
+        self.core.max_prepared = max(self.core.max_prepared, self.seed_pool)
         self.options = {"scenario": scenario, "days": days,
                         "reward_weights": reward_weights or {}}  # fmt: skip
         self._k = 0

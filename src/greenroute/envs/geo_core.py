@@ -70,6 +70,8 @@ class GeoCore:
         self.n = len(self.sc.regions)
         self.n_origins = len(self.sc.origins)
         self._preps: dict[int, object] = {}
+        self._origin_idx = np.arange(self.n_origins)
+        self.max_prepared = 4  # prepared scenarios kept (the envs keep their whole seed pool)
         self.sim = None
         self.obs: Observation | None = None
 
@@ -78,7 +80,7 @@ class GeoCore:
         from greenroute.sim.reference import reference_scales
 
         if seed not in self._preps:
-            if len(self._preps) >= 4:
+            if len(self._preps) >= self.max_prepared:
                 self._preps.pop(next(iter(self._preps)))
             prep = prepare(self.sc, seed=seed, data_dir=self.data_dir)
             reference_scales(prep, local_policy_factory("least-loaded"))
@@ -118,6 +120,10 @@ class GeoCore:
         obs = self.obs
         n_c, n_o, n_r = obs.allowed.shape
         route = np.zeros((n_c, n_o, n_r))
+        dest = np.asarray(dest, dtype=np.int64)
+        if obs.allowed.all():  # no rule in force: every choice stands
+            route[:, self._origin_idx, dest] = 1.0
+            return Plan(route=route, hold=np.clip(np.asarray(hold, dtype=float), 0.0, 1.0))
         for o in range(n_o):
             d = int(dest[o])
             for c in range(n_c):

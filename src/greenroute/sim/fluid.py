@@ -44,6 +44,10 @@ NOISE_SIGMA_SCALE = 0.85
 RHO_MAX_STABLE = 0.98  # above this a noise node is an overloaded minute (linear build-up)
 
 
+_INFO_KEYS = ("it_energy_kwh", "carbon_kg", "water_m3", "cost_usd", "completed", "slo_misses",
+              "held", "backlog_requests")  # fmt: skip
+
+
 class FluidBackend:
     def __init__(self, sim) -> None:
         self.sim = sim
@@ -80,16 +84,13 @@ class FluidBackend:
         self.E_out2 = svc.e_out2[None]
         self.type_ok = b.type_ok[types]  # [G, M]
         self.decode = b.decode_s[types]  # [G, M, B+1]
-        # state
-        self.backlog_s = np.zeros(n_g)
-        self.backlog_req = np.zeros(n_g)
-        self.util = np.full(n_g, 0.5)
-        self.busy_slots = np.zeros(n_g)
-        # ledgers
-        self.it_dyn_kwh = np.zeros((n_r, n_e))
-        self.served_req = np.zeros((n_r, n_e))
-        self.busy_slot_s = np.zeros((n_r, n_e))
-        self.dispatched = np.zeros((n_r, n_e))
+        # state: rows of one array each (the compiled step takes few, packed arguments)
+        self.gstate = np.zeros((4, n_g))
+        self.backlog_s, self.backlog_req, self.util, self.busy_slots = self.gstate
+        self.util[:] = 0.5
+        # ledgers [R, E]
+        self.ledgers = np.zeros((4, n_r, n_e))
+        self.it_dyn_kwh, self.served_req, self.busy_slot_s, self.dispatched = self.ledgers
         # running totals kept by the compiled step (fluid_kernel.ACC_*)
         self.acc = np.zeros(FK.ACC_SIZE)
         # TTFT components of interactive flows (one per epoch, origin, group, model)
@@ -103,8 +104,8 @@ class FluidBackend:
             self.slack = (float(wl.deadline_slack_s[0]), float(wl.deadline_slack_s[1]))
             self.sigma = float(wl.rate_noise_sigma)
         # deferrable pool: [O, M, E] remaining mass per arrival cohort, lowest remaining deadline
-        self.pool = np.zeros((n_o, n_m, n_e))
-        self.pool_lo = np.zeros((n_o, n_m, n_e))
+        self.pools = np.zeros((2, n_o, n_m, n_e))
+        self.pool, self.pool_lo = self.pools
         self.lat = prep.latency_s
         z, wq = np.polynomial.hermite_e.hermegauss(NOISE_NODES)
         self.gh_z, self.gh_w = z, wq / wq.sum()
@@ -117,29 +118,36 @@ class FluidBackend:
         self._init_kernel_buffers()
 
     def _init_kernel_buffers(self) -> None:
-        """Contiguous inputs and scratch/output arrays of ``fluid_kernel.fluid_step``."""
+        """Packed inputs and scratch/output arrays of ``fluid_kernel.fluid_step``."""
         n_g, n_o, n_m = self.n_g, self.n_o, self.n_m
         c = np.ascontiguousarray
-        self.k_static = (
-            c(self.g_region, dtype=np.int64), c(self.g_servers), c(self.g_slots),
-            c(self.g_qlimit), c(self.g_dyn_w_per_slot), c(self.E_pf), c(self.E_pf2),
-            c(self.E_pfout), c(self.E_out[0]), c(self.E_out2[0]), c(self.type_ok, dtype=bool),
-            c(self.decode, dtype=float), c(self.pooled, dtype=bool), c(self.gh_z), c(self.gh_w),
-            self.slack[0], self.slack[1], self.sigma, JSQ_POOLING_EXPONENT, NOISE_SIGMA_SCALE,
-            RHO_MAX_STABLE, NOISE_PERIOD_S, self.n_r,
-        )  # fmt: skip
+        f = self.sim.prep.factors
+        water = np.asarray(f.water_onsite_l_per_it_kwh) + np.asarray(f.water_offsite_l_per_it_kwh)
+        par = np.array([self.sc.epoch_s, self.slack[0], self.slack[1], self.sigma,
+                        JSQ_POOLING_EXPONENT, NOISE_SIGMA_SCALE, RHO_MAX_STABLE, NOISE_PERIOD_S,
+                        float(self.sc.ttft_slo_s)])  # fmt: skip
         self.first = np.zeros((n_o, n_m), dtype=np.int64)  # first non-empty held cohort
         self.fbuf = np.zeros(max(self.n_e, 1))
-        self.out = tuple(np.zeros(n_g) for _ in range(7))  # b0 slope cap pw cond es served
+        self.outs = np.zeros((7, n_g))
+        self.out = tuple(self.outs)  # b0 slope cap pw cond es_mix served (views)
         self.n_int = np.zeros((n_g, n_o, n_m))
-        self.e_pf_int = c(self.svc.e_pf[:, CLASS_INTERACTIVE, :])
-        self.idle_kwh = self.b.region_idle_kw() * self.sc.epoch_s / 3600.0
-        f = self.sim.prep.factors
-        self.f_carbon = np.asarray(f.carbon_g_per_it_kwh)
-        self.f_water = np.asarray(f.water_onsite_l_per_it_kwh) + np.asarray(
-            f.water_offsite_l_per_it_kwh
-        )
-        self.f_cost = np.asarray(f.cost_usd_per_it_kwh)
+        self.info = np.zeros(8)
+        self.k_static = (
+            c(self.g_region, dtype=np.int64), c(self.type_ok, dtype=bool),
+            c(self.pooled, dtype=bool),
+            c(np.stack([self.g_servers, self.g_slots, self.g_qlimit, self.g_dyn_w_per_slot])),
+            c(np.stack([self.E_pf, self.E_pf2, self.E_pfout])),
+            c(np.stack([self.E_out[0], self.E_out2[0]])), c(self.decode, dtype=float),
+            c(np.stack([self.gh_z, self.gh_w])), par, self.n_r,
+        )  # fmt: skip
+        self.k_info = (
+            c(self.b.region_idle_kw() * self.sc.epoch_s / 3600.0),
+            c(np.stack([np.asarray(f.carbon_g_per_it_kwh), water,
+                        np.asarray(f.cost_usd_per_it_kwh)]), dtype=float),
+            c(self.lat, dtype=float), c(self.types, dtype=np.int64),
+            c(self.svc.e_pf[:, CLASS_INTERACTIVE, :], dtype=float),
+        )  # fmt: skip
+        self.idle_kwh, self.e_pf_int = self.k_info[0], self.k_info[4]  # also read by sim/fork.py
 
     @property
     def dropped(self) -> dict[str, float]:
@@ -185,6 +193,9 @@ class FluidBackend:
         # on not yet filled: only [a0, e) can hold work
         a0 = min(int(self.first.min()), e) if self.n_m == 1 and self.first.size else 0
         pool, pool_lo = self.pool[:, :, a0:e], self.pool_lo[:, :, a0:e]
+        if not pool.any():  # nothing held: the same figures as the general case, sooner
+            empty = np.zeros(self.n_o)
+            return empty, np.full(self.n_o, np.inf), lambda t0, h: np.zeros((h + 1, self.n_o))
         count = pool.sum(axis=(1, 2))
         lo = np.where(pool > 1e-9, pool_lo, np.inf)
         earliest = lo.min(axis=(1, 2)) if pool.size else np.full(self.n_o, np.inf)
@@ -218,15 +229,12 @@ class FluidBackend:
         margin = 2 * dt + float(np.max(obs.slot_s_per_request[CLASS_DEFERRABLE]))
         route = np.ascontiguousarray(plan.route, dtype=float)
         frac = np.ascontiguousarray(frac, dtype=float)
-        b0, slope, cap, pw, cond, es_mix, served = self.out
         FK.fluid_step(
-            e, dt, self.counts[e], np.ascontiguousarray(hold), margin, route, frac,
-            *self.k_static,
-            self.backlog_s, self.backlog_req, self.util, self.busy_slots, self.it_dyn_kwh,
-            self.served_req, self.busy_slot_s, self.dispatched, self.pool, self.pool_lo,
-            self.first, self.fbuf, self.acc,
-            b0, slope, cap, pw, cond, es_mix, served, self.n_int,
+            e, self.counts[e], np.ascontiguousarray(hold), margin, route, frac, *self.k_static,
+            self.gstate, self.ledgers, self.pools, self.first, self.fbuf, self.acc, self.outs,
+            self.n_int, *self.k_info, self.info,
         )  # fmt: skip
+        b0, slope, cap, pw, cond, _es_mix, _served = self.out
         n_int = self.n_int
         gg, oo, mm = np.nonzero(n_int > 0)
         if gg.size:
@@ -242,34 +250,17 @@ class FluidBackend:
             cmp["cap"].append(cap[gg])
             cmp["pw"].append(pw[gg])
             cmp["cond"].append(cond[gg])
-        return self._epoch_info(e, gg.size > 0)
+        return self._epoch_info()
 
-    def _epoch_info(self, e: int, any_interactive: bool) -> dict:
-        """Figures of epoch ``e`` for step-wise consumers (RL rewards, the gateway)."""
-        b0, slope, cap, pw, cond, es_mix, served = self.out
-        it_kwh = self.it_dyn_kwh[:, e] + self.idle_kwh
-        with np.errstate(divide="ignore", invalid="ignore"):
-            completed = float(np.where(es_mix > 0, served / np.maximum(es_mix, 1e-12), 0.0).sum())
-        # expected interactive SLO misses: queueing wait beyond the slack left after the
-        # network and the mean prefill (exponential tail of the M/G/c wait)
-        misses = 0.0
-        if any_interactive:
-            misses = FK.slo_misses(
-                self.n_int, self.k_static[0], self.types, self.e_pf_int, self.lat, b0, slope,
-                cap, pw, cond, float(self.sim.sc.ttft_slo_s), self.sc.epoch_s,
-            )  # fmt: skip
-        return {
-            "it_energy_kwh": float(it_kwh.sum()),
-            "carbon_kg": float((it_kwh * self.f_carbon[e]).sum() / 1e3),
-            "water_m3": float((it_kwh * self.f_water[e]).sum() / 1e3),
-            "cost_usd": float((it_kwh * self.f_cost[e]).sum()),
-            "completed": completed,
-            "slo_misses": misses + float(self.acc[FK.ACC_EPOCH_LATE]),
-            "held": float(self.pool.sum()),
-            "backlog_requests": float(self.backlog_req.sum()),
-        }
+    def _epoch_info(self) -> dict:
+        """Figures of the epoch just served, for step-wise consumers (RL rewards, the gateway):
+        IT energy, carbon, water and cost with idle power; completed requests; expected SLO
+        misses (interactive queueing wait beyond the slack left after the network and the mean
+        prefill, exponential tail of the M/G/c wait, plus late deferrable work); work held
+        and backlog (computed by the compiled step)."""
+        v = self.info.tolist()
+        return dict(zip(_INFO_KEYS, v, strict=True))
 
-    # ------------------------------------------------------------------ counterfactual forks
     def snapshot(self, e0: int, e1: int) -> dict:
         """State that epochs ``e0..e1-1`` may change (see ``sim/fork.py``)."""
         from greenroute.sim.fork import fluid_snapshot

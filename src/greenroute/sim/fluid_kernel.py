@@ -210,16 +210,42 @@ def release(e, dt, hold, margin, slack_hi, pool, pool_lo, first, fbuf, acc, rele
 
 @njit(cache=True)
 def fluid_step(
-    e, dt, cnt, hold, margin, route, frac,
-    g_region, g_servers, g_slots, g_qlimit, g_dyn_w, e_pf, e_pf2, e_pfout, e_out, e_out2,
-    type_ok, decode, pooled, gh_z, gh_w, slack_lo, slack_hi, sigma,
-    jsq_exponent, noise_sigma_scale, rho_max, period_s, n_regions,
-    backlog_s, backlog_req, util, busy_slots, it_dyn_kwh, served_req, busy_slot_s, dispatched,
-    pool, pool_lo, first, fbuf, acc,
-    out_b0, out_slope, out_cap, out_pw, out_cond, out_es_mix, out_served, n_int,
+    e, cnt, hold, margin, route, frac,
+    g_region, type_ok, pooled, gf, moments, e_out2, decode, gh, par, n_regions,
+    gstate, ledgers, pools, first, fbuf, acc, outs, n_int,
+    idle_kwh, factors, lat, types, e_pf_int, info,
 ):  # fmt: skip
-    """One epoch of ``FluidBackend.step`` (see there for the model); state arrays are updated
-    in place, per-group figures written to the ``out_*`` arrays and ``n_int`` [G, O, M]."""
+    """One epoch of ``FluidBackend.step`` (see there for the model). Arrays are packed to keep
+    the call cheap (numba checks every argument's type on each call):
+
+    * ``gf`` [4, G]: servers, slots, queue limit, dynamic W per busy slot;
+    * ``moments`` [3, G, C, M]: E[prefill], E[prefill^2], E[prefill x output]; ``e_out2``
+      [2, C, M]: E[output], E[output^2]; ``gh`` [2, K]: Gauss-Hermite nodes and weights;
+    * ``par``: dt, slack low/high, noise sigma, JSQ exponent, noise scale, rho max, noise
+      period, TTFT SLO;
+    * state, updated in place: ``gstate`` [4, G] (backlog slot-s, backlog requests,
+      utilisation, busy slots), ``ledgers`` [4, R, E] (dynamic IT kWh, served requests, busy
+      slot-s, dispatched), ``pools`` [2, O, M, E] (held mass, lowest deadline);
+    * outputs: ``outs`` [7, G] (b0, slope, capacity, P(wait), wait | waiting, mean service,
+      served), ``n_int`` [G, O, M] and ``info`` [8] (see ``FluidBackend._epoch_info``).
+    """
+    dt, slack_lo, slack_hi, sigma = par[0], par[1], par[2], par[3]
+    jsq_exponent, noise_sigma_scale, rho_max, period_s, slo_s = (
+        par[4],
+        par[5],
+        par[6],
+        par[7],
+        par[8],
+    )
+    g_servers, g_slots, g_qlimit, g_dyn_w = gf[0], gf[1], gf[2], gf[3]
+    e_pf, e_pf2, e_pfout = moments[0], moments[1], moments[2]
+    e_out, e_out2_ = e_out2[0], e_out2[1]
+    gh_z, gh_w = gh[0], gh[1]
+    backlog_s, backlog_req, util, busy_slots = gstate[0], gstate[1], gstate[2], gstate[3]
+    it_dyn_kwh, served_req, busy_slot_s, dispatched = ledgers[0], ledgers[1], ledgers[2], ledgers[3]
+    pool, pool_lo = pools[0], pools[1]
+    out_b0, out_slope, out_cap, out_pw = outs[0], outs[1], outs[2], outs[3]
+    out_cond, out_es_mix, out_served = outs[4], outs[5], outs[6]
     n_o, n_c, n_m = cnt.shape
     n_g = g_region.size
     n_r = n_regions
@@ -320,7 +346,7 @@ def fluid_step(
                 d = decode[g, m, lo] * (1 - wgt) + decode[g, m, hi] * wgt
                 for c in range(n_c):
                     es = e_pf[g, c, m] + d * e_out[c, m]
-                    es2 = e_pf2[g, c, m] + 2 * d * e_pfout[g, c, m] + d**2 * e_out2[c, m]
+                    es2 = e_pf2[g, c, m] + 2 * d * e_pfout[g, c, m] + d**2 * e_out2_[c, m]
                     wk += n_gcm[g, c, m] * es
                     wk2 += n_gcm[g, c, m] * es2
             work[g] = wk
@@ -398,6 +424,39 @@ def fluid_step(
         out_served[g] = served[g]
     acc[ACC_LATE] += late_sum
     acc[ACC_EPOCH_LATE] = late_sum
+    # the epoch's figures for step-wise consumers (RL rewards, the gateway)
+    it_total = 0.0
+    carbon = 0.0
+    water = 0.0
+    cost = 0.0
+    for r in range(n_r):
+        it_kwh = it_dyn_kwh[r, e] + idle_kwh[r]
+        it_total += it_kwh
+        carbon += it_kwh * factors[0, e, r]
+        water += it_kwh * factors[1, e, r]
+        cost += it_kwh * factors[2, e, r]
+    completed = 0.0
+    backlog_total = 0.0
+    for g in range(n_g):
+        es_mix = out_es_mix[g]
+        completed += out_served[g] / max(es_mix, 1e-12) if es_mix > 0 else 0.0
+        backlog_total += backlog_req[g]
+    misses = slo_misses(n_int, g_region, types, e_pf_int, lat, out_b0, out_slope, out_cap,
+                        out_pw, out_cond, slo_s, dt)  # fmt: skip
+    held = 0.0
+    for o in range(n_o):
+        for m in range(n_m):
+            a_from = first[o, m] if n_m == 1 else 0
+            for a in range(min(a_from, e), e + 1):
+                held += pool[o, m, a]
+    info[0] = it_total
+    info[1] = carbon / 1e3
+    info[2] = water / 1e3
+    info[3] = cost
+    info[4] = completed
+    info[5] = misses + late_sum
+    info[6] = held
+    info[7] = backlog_total
 
 
 @njit(cache=True)

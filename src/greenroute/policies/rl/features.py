@@ -14,6 +14,7 @@ Units are scaled to O(1) with named constants.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 import numpy as np
@@ -96,12 +97,84 @@ def dc_features(obs: Observation, o: int, r: int, assigned: np.ndarray | None = 
 
 
 def manager_obs(obs: Observation, o: int, assigned: np.ndarray | None = None) -> np.ndarray:
-    dcs = np.concatenate([dc_features(obs, o, r, assigned) for r in range(obs.n_regions)])
-    return _clip(np.concatenate([meta_features(obs, o), dcs, time_features(obs)]))
+    """Table 3 vector: :func:`meta_features`, :func:`dc_features` of every datacenter, then
+    :func:`time_features`. The parts that depend on the epoch only are built (and clipped)
+    once per observation; the same values as assembling the three functions' outputs."""
+    c = _per_obs(obs)
+    n = obs.n_regions
+    out = c["template"].copy()
+    out[:MANAGER_META] = [_clip_scalar(x) for x in _meta(obs, c, o)]
+    dcs = out[MANAGER_META : MANAGER_META + DC_FEATURES * n].reshape(n, DC_FEATURES)
+    extra = 0.0 if assigned is None else np.asarray(assigned, dtype=float)
+    busy = (extra + c["backlog_per_s"]) / c["cap"]
+    dcs[:, 0] = _clip_inplace64(1.0 - np.minimum(busy, 2.0))
+    dcs[:, 4] = c["latency"][o]
+    return out.astype(np.float32)
+
+
+_LAST: list = [None, None]  # (observation, its per-epoch feature parts)
+
+
+def _per_obs(obs: Observation) -> dict:
+    """Parts of the manager features that depend on the epoch only, for the last observation
+    seen (an environment step builds N vectors from the same observation)."""
+    if _LAST[0] is obs:
+        return _LAST[1]
+    n = obs.n_regions
+    template = np.zeros(manager_dim(n))
+    dcs = template[MANAGER_META : MANAGER_META + DC_FEATURES * n].reshape(n, DC_FEATURES)
+    dcs[:, 1] = obs.carbon_intensity_g_per_kwh[0] / CI_SCALE_G_PER_KWH
+    dcs[:, 2] = obs.price_usd_per_kwh[0] / PRICE_SCALE_USD_PER_KWH
+    dcs[:, 3] = obs.temp_c[0] / TEMP_SCALE_C
+    template[-TIME_FEATURES:] = time_features(obs)
+    parts = {
+        "slot": obs.slot_s_per_request.mean(axis=1),
+        "cap_mean": max(float(obs.capacity_slots.sum()) / max(obs.n_regions, 1), 1e-9),
+        "prefill": obs.prefill_s_per_request[0].mean(),
+        "cap": np.maximum(obs.capacity_slots.astype(float), 1e-9),
+        "backlog_per_s": obs.backlog_slot_s / obs.epoch_s,
+        "template": _clip_inplace64(template),
+        "latency": _clip_inplace64(np.asarray(obs.latency_s, dtype=float) / LATENCY_SCALE_S),
+    }
+    _LAST[0], _LAST[1] = obs, parts
+    return parts
+
+
+def _meta(obs: Observation, c: dict, o: int) -> list[float]:
+    """:func:`meta_features` with the per-epoch parts precomputed (same arithmetic)."""
+    dem = obs.demand_rps[0, :, o]
+    slot, cap = c["slot"], c["cap_mean"]
+    slack_h = obs.pending_deadline_s[o] - obs.time_s
+    slack_h = min(slack_h / 3600.0, 24.0) if math.isfinite(slack_h) else 24.0
+    return [
+        dem[0] * slot[0] / cap,
+        dem[1] * slot[1] / cap,
+        np.log1p(dem[0]) / 5.0,
+        np.log1p(dem[1]) / 5.0,
+        np.log1p(obs.pending_deferrable[o]) / 10.0,
+        slack_h / HOURS_SCALE,
+        c["prefill"],
+        obs.ttft_slo_s / 2.0,
+    ]
+
+
+def _clip_scalar(x: float) -> float:
+    """One feature as :func:`_clip` treats it (NaN -> 0, clipped to +-OBS_CLIP)."""
+    return 0.0 if x != x else min(max(float(x), -OBS_CLIP), OBS_CLIP)
 
 
 def _clip(v: np.ndarray) -> np.ndarray:
-    return np.clip(np.nan_to_num(v, nan=0.0), -OBS_CLIP, OBS_CLIP).astype(np.float32)
+    """NaN -> 0, then clipped to +-OBS_CLIP (infinities included), as float32."""
+    return _clip_inplace(np.array(v, dtype=float))
+
+
+def _clip_inplace(v: np.ndarray) -> np.ndarray:
+    return _clip_inplace64(v).astype(np.float32)
+
+
+def _clip_inplace64(v: np.ndarray) -> np.ndarray:
+    np.copyto(v, 0.0, where=np.isnan(v))
+    return np.clip(v, -OBS_CLIP, OBS_CLIP, out=v)
 
 
 def scale_free_candidates(obs: Observation, o: int, k: int = SCALE_FREE_K) -> np.ndarray:
