@@ -35,6 +35,23 @@ def test_exclusion_window_mask():
     assert m0.all()
     assert not m1[:, :, 2].any() and m1[:, :, :2].all()
     assert not m2[:, :, 2].any()
+    # the window is half-open [start, end): the epoch ending at its start and the one starting
+    # at its end are both free
+    assert cs.allowed_mask(ORIGINS, REGIONS, 2700, 3600).all()
+    assert cs.allowed_mask(ORIGINS, REGIONS, 7200, 8100).all()
+    assert not cs.allowed_mask(ORIGINS, REGIONS, 7199, 8100)[:, :, 2].any()
+
+
+def test_exclusion_window_in_a_run_is_exactly_its_epochs():
+    """SG excluded from 2 h to 6 h: with 15-min epochs exactly epochs 8..23 get nothing; the
+    epochs either side (7 and 24) are served as usual."""
+    import greenroute
+
+    cs = ConstraintSet((Exclusion("SG", 2 * 3600.0, 6 * 3600.0),))
+    res = greenroute.run("demo", "nearest", days=0.3, constraints=cs, fidelity="fluid")
+    sg = res.epochs[res.epochs["region"] == "SG"].set_index("epoch")["requests_dispatched"]
+    assert (sg.loc[8:23] == 0).all()
+    assert sg.loc[7] > 0 and sg.loc[24] > 0
 
 
 def test_residency_and_latency_masks():
