@@ -21,7 +21,13 @@ from greenroute.core.types import Plan
 from greenroute.data.workload import WorkloadSpec
 from greenroute.policies.heuristics import LocalOnly
 from greenroute.policies.registry import local_policy_factory
-from greenroute.sim.cluster import build_cluster, uniform_cluster
+from greenroute.sim.cluster import (
+    Cluster,
+    RegionCluster,
+    ServerGroup,
+    build_cluster,
+    uniform_cluster,
+)
 from greenroute.sim.engine import SimConfig, Simulation, prepare
 from greenroute.sim.scenario import Scenario
 
@@ -31,12 +37,21 @@ EPOCH_S = 300.0
 MODELS = ("llama2-70b",)
 
 
+def _cluster(servers: int, mixed: bool = False) -> Cluster:
+    """``servers`` H100 TP4 instances per region; ``mixed`` adds one A100 TP4 instance of 16
+    slots (other idle/peak powers and slot counts: the cap is shared by two groups)."""
+    if not mixed:
+        return uniform_cluster(REGIONS, servers)
+    groups = (ServerGroup(servers), ServerGroup(1, gpu="a100-80gb", max_concurrency=16))
+    return Cluster(tuple(RegionCluster(r, groups) for r in REGIONS))
+
+
 def _scenario(fidelity: str, caps: dict[str, float], rps: float, servers: int = 1,
-              epochs: int = 3) -> Scenario:  # fmt: skip
+              epochs: int = 3, mixed: bool = False) -> Scenario:  # fmt: skip
     spec = WorkloadSpec(origins=REGIONS, origin_timezones=TZ, interactive_rps=(rps, rps),
                         deferrable_rps=(rps / 5, rps / 5))  # fmt: skip
     return Scenario(
-        "caps", "power-cap test", REGIONS, REGIONS, uniform_cluster(REGIONS, servers), spec,
+        "caps", "power-cap test", REGIONS, REGIONS, _cluster(servers, mixed), spec,
         pd.Timestamp("2023-07-01", tz="UTC"), days=epochs * EPOCH_S / 86400, epoch_s=EPOCH_S,
         fidelity=fidelity, real_data=False, constraints=ConstraintSet(power_caps_kw=caps),
     )  # fmt: skip
@@ -55,8 +70,8 @@ def _power_kw(res) -> pd.DataFrame:
     return ep.assign(it_kw=ep["it_energy_kwh"] / (EPOCH_S / 3600.0))
 
 
-def _idle_peak_kw(servers: int) -> tuple[np.ndarray, np.ndarray]:
-    b = build_cluster(uniform_cluster(REGIONS, servers), MODELS)
+def _idle_peak_kw(servers: int, mixed: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    b = build_cluster(_cluster(servers, mixed), MODELS)
     return b.region_idle_kw(), b.region_peak_kw()
 
 
@@ -104,18 +119,19 @@ def test_binding_cap_holds_where_the_uncapped_run_exceeds_it(fidelity):
 
 
 # ------------------------------------------------------------------ property
-@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     fidelity=st.sampled_from(["request", "fluid"]),
     cap_frac=st.lists(st.floats(0.0, 1.0), min_size=2, max_size=2),
     rps=st.floats(2.0, 40.0),
     servers=st.integers(1, 2),
+    mixed=st.booleans(),
     seed=st.integers(0, 3),
 )
-def test_measured_it_power_never_exceeds_the_cap(fidelity, cap_frac, rps, servers, seed):
-    idle, peak = _idle_peak_kw(servers)
+def test_measured_it_power_never_exceeds_the_cap(fidelity, cap_frac, rps, servers, mixed, seed):
+    idle, peak = _idle_peak_kw(servers, mixed)
     caps = {r: float(idle[i] + cap_frac[i] * (peak[i] - idle[i])) for i, r in enumerate(REGIONS)}
-    res = _run(_scenario(fidelity, caps, rps, servers), seed=seed)
+    res = _run(_scenario(fidelity, caps, rps, servers, mixed=mixed), seed=seed)
     p = _power_kw(res)
     for r in REGIONS:
         assert p.query("region == @r")["it_kw"].max() <= caps[r] + 1e-9, (r, caps[r])
