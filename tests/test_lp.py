@@ -129,7 +129,7 @@ def test_oracle_lp_model_tracks_its_execution_and_gap_columns(data_dir):
     # in (0, 100] (the formula itself is checked by hand in test_oracle_gap_columns_by_hand)
     j = {k: v["objective"] for k, v in m.items()}
     assert j["oracle"] <= j["lp-mpc"] * (1 + 1e-3) and j["lp-mpc"] < j["local-only"]
-    assert 0.0 < m["lp-mpc"]["oracle_gap_pct"] <= 100.1
+    assert 0.0 < m["lp-mpc"]["oracle_savings_captured_pct"] <= 100.1
 
 
 def test_oracle_gap_columns_by_hand():
@@ -147,17 +147,20 @@ def test_oracle_gap_columns_by_hand():
     add_oracle_gaps([base, orc, mpc, worse, same], base, orc)
     # J saving of the oracle 1.20 - 0.80 = 0.40; lp-mpc saves 0.30 -> 75 %, worse loses
     # 0.10 -> -25 %; carbon: 100 - 60 = 40 kg saved by the oracle, lp-mpc 24 kg -> 60 %
-    assert mpc.metrics["oracle_gap_pct"] == pytest.approx(75.0, rel=1e-12)
-    assert worse.metrics["oracle_gap_pct"] == pytest.approx(-25.0, rel=1e-12)
-    assert mpc.metrics["oracle_carbon_gap_pct"] == pytest.approx(60.0, rel=1e-12)
-    assert worse.metrics["oracle_carbon_gap_pct"] == pytest.approx(-25.0, rel=1e-12)
-    assert orc.metrics["oracle_gap_pct"] == 100.0 and base.metrics["oracle_gap_pct"] == 0.0
-    assert same.metrics["oracle_gap_pct"] == 0.0
+    assert mpc.metrics["oracle_savings_captured_pct"] == pytest.approx(75.0, rel=1e-12)
+    assert worse.metrics["oracle_savings_captured_pct"] == pytest.approx(-25.0, rel=1e-12)
+    assert mpc.metrics["oracle_carbon_savings_captured_pct"] == pytest.approx(60.0, rel=1e-12)
+    assert worse.metrics["oracle_carbon_savings_captured_pct"] == pytest.approx(-25.0, rel=1e-12)
+    assert (
+        orc.metrics["oracle_savings_captured_pct"] == 100.0
+        and base.metrics["oracle_savings_captured_pct"] == 0.0
+    )
+    assert same.metrics["oracle_savings_captured_pct"] == 0.0
     assert mpc.metrics["oracle_objective"] == 0.80 and mpc.metrics["oracle_lp_objective"] == 0.78
     # no saving at all: the share is undefined (NaN), not a division by zero
     flat = result(1.0, 50.0)
     add_oracle_gaps([flat], flat, result(1.0, 50.0))
-    assert math.isnan(flat.metrics["oracle_gap_pct"])
+    assert math.isnan(flat.metrics["oracle_savings_captured_pct"])
 
 
 def test_forecasters_by_hand():

@@ -12,10 +12,13 @@ pytest.importorskip("pymoo")
 
 from greenroute.bench.pareto import (
     METRICS,
+    REFERENCE_MARGIN,
     ParetoPoint,
     analyse,
     hypervolume,
+    nadir,
     non_dominated,
+    pareto_sweep,
     reference_point,
     weight_set,
 )
@@ -69,7 +72,11 @@ def test_non_dominated_hand_made():
         ]
     )
     assert non_dominated(pts).tolist() == [True, True, False, True, True, False, False]
-    np.testing.assert_array_equal(reference_point(pts), [5.0, 5.0])
+    np.testing.assert_array_equal(nadir(pts), [5.0, 5.0])
+    # the reference point lies 10 % beyond the worst observed value (pareto module docstring)
+    assert REFERENCE_MARGIN == 0.1
+    np.testing.assert_allclose(reference_point(pts), [5.5, 5.5], rtol=1e-12)
+    np.testing.assert_allclose(reference_point([[-2.0, 0.0], [-4.0, 0.0]]), [-1.8, 0.0])
 
 
 # ------------------------------------------------------------------ weights
@@ -102,14 +109,46 @@ def test_analyse_marks_fronts_and_hv_all_covers_each():
         pt("b", 3.0, 3.0, 3.0, 3.0),
     ]
     ref, hv = analyse(points, ["a", "b"])
-    assert ref == dict(zip(METRICS, (3.0, 3.0, 3.0, 3.0), strict=True))
+    assert ref == pytest.approx(dict(zip(METRICS, (3.3, 3.3, 3.3, 3.3), strict=True)), rel=1e-12)
     assert [p.non_dominated for p in points] == [True, True, True, False]
     assert [p.non_dominated_in_policy for p in points] == [True, True, True, False]
-    # by hand (normalised by 3): a = two boxes, b = one box (its worst point adds nothing)
-    va = (2 / 3) ** 3 * (1 / 3) + (1 / 3) ** 3 * (2 / 3) - (1 / 3) ** 3 * (1 / 3)
-    assert hv["a"] == pytest.approx(va)
-    assert hv["b"] == pytest.approx(0.5**4)
+    # by hand, normalised by the reference 3.3: a = two boxes minus their overlap; b = the box
+    # of its 1.5 point (the box of its 3.0 point lies inside it)
+    one, two, mid = 1 - 1 / 3.3, 1 - 2 / 3.3, 1 - 1.5 / 3.3
+    va = one**3 * two + two**3 * one - two**4
+    assert hv["a"] == pytest.approx(va, rel=1e-12)
+    assert hv["b"] == pytest.approx(mid**4, rel=1e-12)
     assert hv["all"] >= max(hv["a"], hv["b"])
+
+
+def test_two_weight_vectors_give_positive_hypervolume():
+    """Two corner weight vectors: each point is the worst in some metric. With the reference
+    point at the worst values both lay on its boundary and the policy got HV 0."""
+
+    def pt(policy, *m):
+        return ParetoPoint(policy, None, dict(zip(METRICS, m, strict=True)))
+
+    points = [pt("lp-mpc", 1.0, 4.0, 2.0, 2.0), pt("lp-mpc", 4.0, 1.0, 2.0, 2.0)]
+    ref, hv = analyse(points, ["lp-mpc"])
+    assert ref == pytest.approx(dict(zip(METRICS, (4.4, 4.4, 2.2, 2.2), strict=True)))
+    # normalised: (1/4.4, 4/4.4, 2/2.2, 2/2.2) and (4/4.4, 1/4.4, 2/2.2, 2/2.2); each box is
+    # (1 - 1/4.4)(1 - 4/4.4)(1 - 2/2.2)^2, the overlap (1 - 4/4.4)^2 (1 - 2/2.2)^2
+    lo, hi, mid = 1 - 1 / 4.4, 1 - 4 / 4.4, 1 - 2 / 2.2
+    assert hv["lp-mpc"] == pytest.approx(2 * lo * hi * mid**2 - hi**2 * mid**2, rel=1e-12)
+    assert hv["lp-mpc"] > 0
+    # the old reference point (the nadir itself) gives 0 for both points
+    assert hypervolume([p.vector() for p in points], nadir([p.vector() for p in points])) == 0
+
+
+def test_pareto_sweep_two_weight_vectors_on_demo():
+    res = pareto_sweep("demo", ("lp-mpc",), 2, days=0.05, fidelity="fluid")
+    assert len(res.points) == 2
+    assert res.hypervolume["lp-mpc"] > 0
+    # days is the simulated span: 0.05 d = 72 min -> 5 epochs of 15 min = 75 min
+    assert res.days == pytest.approx(5 * 900 / 86400, rel=1e-12)
+    worst = np.array([p.vector() for p in res.points]).max(axis=0)
+    np.testing.assert_allclose([res.nadir[k] for k in METRICS], worst, rtol=1e-12)
+    np.testing.assert_allclose([res.reference_point[k] for k in METRICS], 1.1 * worst, rtol=1e-12)
 
 
 # ------------------------------------------------------------------ CLI
@@ -141,8 +180,9 @@ def test_pareto_cli_json_shape():
         assert set(p["metrics"]) == set(METRICS) and isinstance(p["non_dominated"], bool)
     f = np.array([[p["metrics"][k] for k in METRICS] for p in pts])
     np.testing.assert_allclose(
-        [payload["reference_point"][k] for k in METRICS], f.max(axis=0), rtol=1e-12
+        [payload["reference_point"][k] for k in METRICS], 1.1 * f.max(axis=0), rtol=1e-12
     )
+    np.testing.assert_allclose([payload["nadir"][k] for k in METRICS], f.max(axis=0), rtol=1e-12)
     front = np.array([[p["metrics"][k] for k in METRICS] for p in payload["front"]])
     assert len(front) == sum(p["non_dominated"] for p in pts) >= 1
     assert non_dominated(front).all()  # front members are mutually non-dominated

@@ -7,19 +7,33 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from greenroute.bench.runner import AUTO_FIDELITY, prepare_checked, run_prepared
 from greenroute.constraints import ConstraintSet
-from greenroute.core.errors import ConfigError
 from greenroute.core.types import GeoPolicy, LocalPolicy, ObjectiveWeights
-from greenroute.data.paths import resolve_data_dir
 from greenroute.scenarios import resolve_scenario
-from greenroute.sim.engine import Prepared, SimConfig, Simulation, prepare
-from greenroute.sim.results import RunResult
+from greenroute.sim.engine import Prepared
+from greenroute.sim.results import CompareResult, RunResult
 from greenroute.sim.scenario import Scenario
+
+__all__ = [
+    "AUTO_FIDELITY",
+    "add_oracle_gaps",
+    "compare",
+    "metrics_equal",
+    "oracle_computable",
+    "prepare_checked",
+    "reference_scales",
+    "resolve_scenario",
+    "run",
+    "run_manifest",
+]
+# oracle savings below this share of local-only's value make "share of the oracle's savings
+# captured" meaningless (a ratio of two numbers near zero): reported NaN with a note
+ORACLE_MIN_SAVING_FRACTION = 1e-3  # 0.1 % of the baseline
 
 
 def reference_scales(prep: Prepared) -> dict:
@@ -29,19 +43,6 @@ def reference_scales(prep: Prepared) -> dict:
     from greenroute.sim.reference import reference_scales as _reference
 
     return _reference(prep, local_policy_factory("least-loaded"))
-
-
-def _policy(policy: str | GeoPolicy, options: dict | None) -> GeoPolicy:
-    from greenroute.policies.registry import make_geo_policy
-
-    if isinstance(policy, str):
-        return make_geo_policy(policy, **(options or {}))
-    if options:
-        raise ConfigError(
-            f"policy options {sorted(options)} apply to a policy given by name, not to the "
-            f"object {getattr(policy, 'name', policy)!r}"
-        )
-    return policy
 
 
 def run(
@@ -67,6 +68,13 @@ def run(
 ) -> RunResult:
     """Simulate one geo policy on a scenario and return its metrics and per-epoch frame.
 
+    ``days`` must be a finite number > 0; it is rounded up to whole epochs and the result's
+    ``metrics["days"]`` is the simulated span (``days_requested`` what was asked; a note says
+    when they differ). A window past the real data or too large for memory is refused before
+    anything runs (:mod:`greenroute.sim.bounds`); ``fidelity="auto"`` runs the scenario's
+    fidelity, or the fluid model when a request-level run would not fit in memory.
+    ``forecast`` (default ``perfect``: the true future) is stated in the result and manifest.
+
     ``cache=False`` (or ``GREENROUTE_NO_CACHE=1``) neither reads nor writes the on-disk cache
     of parsed data files and reference scales (:mod:`greenroute.data.cache`)."""
     from greenroute.data.cache import use_cache
@@ -83,33 +91,32 @@ def run(
 def _run(scenario, policy, *, local_policy, seed, days, data_dir, fidelity, constraints, weights,
          forecast, forecast_error, facility, policy_options, on_invalid, record_requests,
          prepared, progress) -> RunResult:  # fmt: skip
-    from greenroute.policies.registry import local_policy_factory
-    from greenroute.sim.reference import LazyScales
-
+    notes: list[str] = []
     if prepared is None:
-        sc = resolve_scenario(
-            scenario, days=days, fidelity=fidelity, constraints=constraints, facility=facility
+        prepared, notes = prepare_checked(
+            scenario,
+            seed=seed,
+            data_dir=data_dir,
+            days=days,
+            fidelity=fidelity,
+            constraints=constraints,
+            facility=facility,
         )
-        prepared = prepare(sc, seed=seed, data_dir=resolve_data_dir(data_dir))
-    if forecast == "noisy" and not forecast_error > 0:
-        raise ConfigError("--forecast noisy needs --forecast-error > 0")
-    if forecast_error > 0 and forecast == "perfect":
-        forecast = "noisy"
-    config = SimConfig(
+    res = run_prepared(
+        prepared,
+        policy,
+        local_policy=local_policy,
         seed=seed,
+        weights=weights,
         forecast=forecast,
         forecast_error=forecast_error,
-        weights=weights or ObjectiveWeights(),
+        policy_options=policy_options,
         on_invalid=on_invalid,
         record_requests=record_requests,
-        # simulated on first read only (a policy reading obs.objective_scales, or the result's
-        # objective), and then cached in memory and on disk: see greenroute.sim.reference
-        objective_scales=LazyScales(prepared, local_policy_factory("least-loaded")),
+        progress=progress,
     )
-    geo = _policy(policy, policy_options)
-    local = local_policy_factory(local_policy)
-    sim = Simulation(prepared, geo, local, config, progress=progress)
-    return sim.run()
+    res.notes[:0] = notes
+    return res
 
 
 def compare(
@@ -123,14 +130,20 @@ def compare(
     oracle_gap: bool = True,
     cache: bool = True,
     **kwargs,
-) -> list[RunResult]:
+) -> CompareResult:
     """Run several policies on the same prepared scenario (same workload, signals, seed).
 
+    Returns a :class:`CompareResult`: a list of :class:`RunResult` (one per policy, in order)
+    whose ``.table`` / ``.to_frame()`` is a pandas DataFrame with one row per policy.
+
     With ``oracle_gap`` (default) and a scenario where the oracle is computable (two or more
-    regions), each result gains ``oracle_gap_pct`` and ``oracle_carbon_gap_pct``: the share of
-    the oracle's weighted-objective (resp. carbon) savings over ``local-only`` it captures.
-    ``local-only`` and ``oracle`` are run for this if they are not in ``policies``.
-    ``cache`` as in :func:`run`.
+    regions), each result gains ``oracle_savings_captured_pct`` and
+    ``oracle_carbon_savings_captured_pct``: the share (%) of the oracle's savings over
+    ``local-only`` in the weighted objective J (resp. carbon) that the policy captures (100 %:
+    as good as the oracle, 0 %: no better than local-only, negative: worse than local-only).
+    Where the oracle saves less than 0.1 % of local-only's value the share is NaN and the
+    result carries a note saying why (:func:`add_oracle_gaps`). ``local-only`` and ``oracle``
+    are run for this if they are not in ``policies``. ``cache`` as in :func:`run`.
     """
     from greenroute.data.cache import use_cache
 
@@ -140,17 +153,20 @@ def compare(
 
 
 def _compare(scenario, policies, *, seed, days, data_dir, on_result, oracle_gap, **kwargs):
-    sc = resolve_scenario(
+    prep, notes = prepare_checked(
         scenario,
+        seed=seed,
+        data_dir=data_dir,
         days=days,
         fidelity=kwargs.pop("fidelity", None),
         constraints=kwargs.pop("constraints", None),
         facility=kwargs.pop("facility", None),
     )
-    prep = prepare(sc, seed=seed, data_dir=resolve_data_dir(data_dir))
-    out = []
+    sc = prep.scenario
+    out = CompareResult()
     for p in policies:
         res = run(sc, p, seed=seed, prepared=prep, **kwargs)
+        res.notes[:0] = notes
         out.append(res)
         if on_result is not None:
             on_result(res)
@@ -168,20 +184,44 @@ def oracle_computable(sc: Scenario) -> bool:
     return len(sc.regions) >= 2
 
 
+ORACLE_GAP_KEYS = {
+    "objective": "oracle_savings_captured_pct",
+    "carbon_kg": "oracle_carbon_savings_captured_pct",
+}
+
+
 def add_oracle_gaps(results: Sequence[RunResult], base: RunResult, orc: RunResult) -> None:
-    """Share (%) of the oracle's savings over ``base`` that each result captures."""
-    for key, out_key in (("objective", "oracle_gap_pct"), ("carbon_kg", "oracle_carbon_gap_pct")):
+    """Share (%) of the oracle's savings over ``base`` that each result captures.
+
+    ``metrics[out] = 100 x (base - result) / (base - oracle)`` for J (``objective`` ->
+    ``oracle_savings_captured_pct``) and carbon (``carbon_kg`` ->
+    ``oracle_carbon_savings_captured_pct``). When the oracle saves less than
+    :data:`ORACLE_MIN_SAVING_FRACTION` of ``|base|`` (or nothing, or is worse), the ratio would
+    divide by about zero: the share is NaN and a note on the result says why.
+    """
+    for key, out_key in ORACLE_GAP_KEYS.items():
         b = base.metrics.get(key)
         o = orc.metrics.get(key)
         if b is None or o is None:
             continue
         saving = b - o
+        threshold = ORACLE_MIN_SAVING_FRACTION * abs(b)
+        undefined = not (math.isfinite(saving) and saving > 0 and saving >= threshold)
         for r in results:
             v = r.metrics.get(key)
-            if v is None or abs(saving) < 1e-12 * max(abs(b), 1.0):
+            if v is None or undefined:
                 r.metrics[out_key] = float("nan")
             else:
                 r.metrics[out_key] = 100.0 * (b - v) / saving
+            if undefined:
+                note = (
+                    f"{out_key} is NaN: the oracle's {key} saving over local-only "
+                    f"({saving:.4g}) is below {100 * ORACLE_MIN_SAVING_FRACTION:g} % of "
+                    f"local-only's {key} ({b:.4g}), so a share of it is meaningless"
+                )
+                notes = getattr(r, "notes", None)
+                if isinstance(notes, list) and note not in notes:
+                    notes.append(note)
     model_j = (orc.extras.get("policy_summary") or {}).get("lp_objective_j")
     for r in results:
         r.metrics["oracle_objective"] = float(orc.metrics.get("objective", float("nan")))
@@ -190,31 +230,35 @@ def add_oracle_gaps(results: Sequence[RunResult], base: RunResult, orc: RunResul
 
 
 def run_manifest(path: str | Path, **overrides) -> RunResult:
-    """Re-run exactly what a manifest describes (scenario, options, seed, data)."""
+    """Re-run exactly what a manifest describes (scenario, options, seed, data).
+
+    Before anything runs, every field is type-checked and the data files' checksums are
+    compared with the recorded ones (:func:`greenroute.sim.manifest.read_manifest`,
+    :func:`~greenroute.sim.manifest.check_input_files`): a bad field, an unknown
+    ``manifest_version`` or a changed or missing file is a one-line :class:`DataFormatError`.
+    """
     from greenroute.core.errors import DataFormatError
+    from greenroute.sim.manifest import check_input_files, read_manifest
 
     path = Path(path)
-    try:
-        m = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DataFormatError(path, "manifest not found") from None
-    except json.JSONDecodeError as exc:
-        raise DataFormatError(path, f"not valid JSON ({exc.msg})", exc.lineno) from None
-    required = ("scenario", "policy", "seed", "days")
-    missing = [k for k in required if k not in m]
-    if missing:
-        raise DataFormatError(path, f"manifest lacks {missing}")
+    m = read_manifest(path)
     data_dir = overrides.pop("data_dir", m.get("data_dir"))
+    check_input_files(m, data_dir, path)
+    try:
+        constraints = ConstraintSet.from_dict(m.get("constraints"))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataFormatError(path, f"field 'constraints' is malformed ({exc!r})") from None
     w = m.get("weights") or {}
     res = run(
         m["scenario"],
         m["policy"],
         local_policy=m.get("local_policy", "least-loaded"),
         seed=int(m["seed"]),
-        days=float(m["days"]),
+        # manifest_version 2 records both; they give the same whole epochs
+        days=float(m.get("days_requested", m["days"])),
         data_dir=data_dir,
         fidelity=m.get("fidelity"),
-        constraints=ConstraintSet.from_dict(m.get("constraints")),
+        constraints=constraints,
         weights=ObjectiveWeights(**w) if w else None,
         forecast=m.get("forecast", "perfect"),
         forecast_error=float(m.get("forecast_error", 0.0)),
@@ -225,9 +269,9 @@ def run_manifest(path: str | Path, **overrides) -> RunResult:
     )
     want = m.get("input_files_sha256") or {}
     got = res.manifest.get("input_files_sha256") or {}
-    changed = sorted(k for k in want if want[k] != got.get(k))
+    changed = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
     if changed:
-        raise DataFormatError(path, f"input data changed since the manifest was written: {changed}")
+        raise DataFormatError(path, f"the re-run read different input data: {changed}")
     return res
 
 

@@ -1,19 +1,26 @@
 """Pareto fronts and hypervolume of policies over (carbon, water, cost, latency).
 
 Seed 001 section 6.1 compares frameworks by the Pareto hypervolume (PHV) of their points:
-the volume of metric space dominated by a policy's points, up to a reference point made of
-the worst observed value of each metric; a single-point method gets the volume of the
-hyperrectangle between its point and the reference point. Here:
+the volume of metric space dominated by a policy's points, up to a reference point "for the
+worst observed metrics"; a single-point method gets the volume of the hyperrectangle between
+its point and the reference point. Here:
 
 - every weight-parametrised policy (``uses_weights = True``: lp-mpc, oracle, nsga2, ...) runs
   once per weight vector of a deterministic sweep (:func:`weight_set`), every other policy
   once, all on one prepared scenario (same workload, signals and seed);
 - each run gives a point (carbon_kg, water_m3, cost_usd, ttft_mean_s), all minimised;
-- the reference point is the worst value of each metric over all runs;
+- the reference point is the worst value of each metric over all runs (the nadir) moved
+  :data:`REFERENCE_MARGIN` (10 %) beyond it: ``ref = worst + 0.1 x |worst|``. Taken exactly at
+  the worst values, every point that is the worst in some metric lies on the reference
+  boundary and adds no volume: with few weight vectors (each a corner of the weight simplex,
+  hence the worst in some other metric) every policy got hypervolume 0, contrary to seed 001's
+  intent that each point's hyperrectangle counts. The margin is the usual remedy (Ishibuchi
+  et al., "How to specify a reference point in hypervolume calculation", GECCO 2018, take
+  ``1 + 1/H`` of the normalised nadir; we use a fixed 1.1 so values compare across sweeps);
 - before the hypervolume, each metric is divided by its reference value, so the reference
-  point becomes (1, 1, 1, 1), the hypervolume lies in [0, 1] and no unit dominates;
-- the hypervolume is pymoo's ``HV`` indicator (``pymoo.indicators.hv``). A point that is the
-  worst in some metric lies on the reference boundary and adds no volume.
+  point becomes (1, 1, 1, 1), the hypervolume lies in [0, 1] and no unit dominates (a metric
+  whose reference is <= 0 is left out: every point gets 0 in it);
+- the hypervolume is pymoo's ``HV`` indicator (``pymoo.indicators.hv``).
 """
 
 from __future__ import annotations
@@ -31,7 +38,12 @@ from greenroute.core.types import ObjectiveWeights
 
 METRICS = ("carbon_kg", "water_m3", "cost_usd", "ttft_mean_s")
 WEIGHT_KEYS = ("carbon", "water", "cost", "latency")
-NORMALISATION = "each metric divided by the reference point (worst observed value) before HV"
+# reference point = nadir (worst observed) + this share of |nadir| (module docstring)
+REFERENCE_MARGIN = 0.1
+NORMALISATION = (
+    "reference point = worst observed value of each metric x 1.1; each metric divided by it "
+    "before HV"
+)
 
 
 # ------------------------------------------------------------------ front and hypervolume
@@ -52,13 +64,20 @@ def non_dominated(points: np.ndarray) -> np.ndarray:
     return finite & ~dom.any(axis=0)
 
 
-def reference_point(points: np.ndarray) -> np.ndarray:
+def nadir(points: np.ndarray) -> np.ndarray:
     """The worst observed value of each metric (seed 001 section 6.1), finite rows only."""
     f = np.atleast_2d(np.asarray(points, dtype=float))
     f = f[np.isfinite(f).all(axis=1)]
     if len(f) == 0:
         raise ConfigError("no run produced finite metrics: no reference point")
     return f.max(axis=0)
+
+
+def reference_point(points: np.ndarray, margin: float = REFERENCE_MARGIN) -> np.ndarray:
+    """The nadir moved ``margin`` beyond it: ``worst + margin x |worst|`` (module docstring),
+    so that the worst point in a metric still adds volume."""
+    worst = nadir(points)
+    return worst + margin * np.abs(worst)
 
 
 def normalise(points: np.ndarray, ref: np.ndarray) -> np.ndarray:
@@ -160,9 +179,10 @@ class ParetoResult:
     seed: int
     days: float
     points: list[ParetoPoint]
-    reference_point: dict[str, float]
+    reference_point: dict[str, float]  # nadir x (1 + REFERENCE_MARGIN)
     hypervolume: dict[str, float]  # per policy and "all"
     policies: list[str] = field(default_factory=list)
+    nadir: dict[str, float] = field(default_factory=dict)  # worst observed value per metric
 
     @property
     def front(self) -> list[ParetoPoint]:
@@ -176,6 +196,8 @@ class ParetoResult:
             "metrics": list(METRICS),
             "normalisation": NORMALISATION,
             "reference_point": {k: _num(v) for k, v in self.reference_point.items()},
+            "reference_margin": REFERENCE_MARGIN,
+            "nadir": {k: _num(v) for k, v in self.nadir.items()},
             "points": [p.to_json() for p in self.points],
             "front": [p.to_json() for p in self.front],
             "hypervolume": dict(self.hypervolume),
@@ -217,34 +239,33 @@ def pareto_sweep(
     """Run the sweep on one prepared scenario and analyse the points.
 
     ``on_start(policy, weights, i, total)`` is called before each run, ``progress`` per epoch
-    (as in :func:`greenroute.api.run`). Extra keyword arguments go to ``api.run``.
+    (as in :func:`greenroute.api.run`). Extra keyword arguments go to
+    :func:`greenroute.bench.runner.run_prepared` (``local_policy``, ``forecast``, ...).
     """
-    from greenroute import api
-    from greenroute.data.paths import resolve_data_dir
-    from greenroute.sim.engine import prepare
+    from greenroute.bench.runner import prepare_checked, run_prepared
 
     names = list(dict.fromkeys(p.strip() for p in policies if p and p.strip()))
     if not names:
         raise ConfigError("--policies is empty")
     weights = weight_set(int(n_weights), seed)
     plan = [(name, _uses_weights(name)) for name in names]
-    sc = api.resolve_scenario(
+    prep, _notes = prepare_checked(
         scenario,
+        seed=seed,
+        data_dir=data_dir,
         days=days,
         fidelity=run_kwargs.pop("fidelity", None),
         constraints=run_kwargs.pop("constraints", None),
         facility=run_kwargs.pop("facility", None),
     )
-    prep = prepare(sc, seed=seed, data_dir=resolve_data_dir(data_dir))
+    sc = prep.scenario
     jobs = [(name, w) for name, uses in plan for w in (weights if uses else [None])]
     points: list[ParetoPoint] = []
-    result_days = float(days) if days is not None else math.nan
+    result_days = sc.simulated_days  # whole epochs, as in every result's metrics["days"]
     for i, (name, w) in enumerate(jobs):
         if on_start is not None:
             on_start(name, w, i, len(jobs))
-        res = api.run(
-            sc, name, seed=seed, prepared=prep, weights=w, progress=progress, **run_kwargs
-        )
+        res = run_prepared(prep, name, seed=seed, weights=w, progress=progress, **run_kwargs)
         m = res.metrics
         result_days = float(m.get("days", result_days))
         points.append(
@@ -256,6 +277,7 @@ def pareto_sweep(
             )
         )
     ref, hv = analyse(points, names)
+    worst = nadir(np.array([p.vector() for p in points]))
     return ParetoResult(
         scenario=sc.name,
         seed=int(seed),
@@ -264,6 +286,7 @@ def pareto_sweep(
         reference_point=ref,
         hypervolume=hv,
         policies=names,
+        nadir=dict(zip(METRICS, (float(x) for x in worst), strict=True)),
     )
 
 

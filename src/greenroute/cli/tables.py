@@ -40,12 +40,12 @@ def print_table(results, title: str, per_day: bool = False) -> None:
     for key, label, _ in TABLE_COLUMNS:
         suffix = "/day" if per_day and key in EXTENSIVE else ""
         table.add_column(label + suffix, justify="right")
-    extra_gap = any("oracle_gap_pct" in r.metrics for r in results)
+    extra_gap = any("oracle_savings_captured_pct" in r.metrics for r in results)
     if "objective" in results[0].metrics:
         table.add_column("Objective J", justify="right")
     if extra_gap:
-        table.add_column("Oracle gap J (%)", justify="right")
-        table.add_column("Oracle gap CO₂ (%)", justify="right")
+        table.add_column("Oracle J savings captured (%)", justify="right")
+        table.add_column("Oracle CO₂ savings captured (%)", justify="right")
     for r in results:
         days = r.metrics.get("days", 1.0) or 1.0
         cells = []
@@ -57,7 +57,7 @@ def print_table(results, title: str, per_day: bool = False) -> None:
         if "objective" in results[0].metrics:
             cells.append(fmt(r.metrics.get("objective"), "{:.4f}"))
         if extra_gap:
-            cells.append(fmt(r.metrics.get("oracle_gap_pct"), "{:.1f}"))
-            cells.append(fmt(r.metrics.get("oracle_carbon_gap_pct"), "{:.1f}"))
+            cells.append(fmt(r.metrics.get("oracle_savings_captured_pct"), "{:.1f}"))
+            cells.append(fmt(r.metrics.get("oracle_carbon_savings_captured_pct"), "{:.1f}"))
         table.add_row(Text(r.policy), *cells)
     out_console.print(table)

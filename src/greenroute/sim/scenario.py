@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
+from numbers import Real
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +55,9 @@ class Scenario:
     seed_offset: int = 0
 
     def __post_init__(self) -> None:
+        d = self.days
+        if isinstance(d, bool) or not (isinstance(d, Real) and math.isfinite(d) and d > 0):
+            raise ConfigError(f"scenario {self.name}: days must be a finite number > 0, got {d!r}")
         if self.fidelity not in FIDELITIES:
             raise ConfigError(f"fidelity must be one of {FIDELITIES}, got {self.fidelity!r}")
         if self.slo_kind not in ("ttft", "e2e"):
@@ -76,6 +81,11 @@ class Scenario:
         """The simulated span: ``days`` rounded up to whole epochs."""
         return self.n_epochs * self.epoch_s
 
+    @property
+    def simulated_days(self) -> float:
+        """``days`` rounded up to whole epochs: ``n_epochs x epoch_s / 86400``."""
+        return self.horizon_s / 86400.0
+
     def with_options(
         self,
         *,
@@ -84,12 +94,19 @@ class Scenario:
         constraints: ConstraintSet | None = None,
         facility: str | None = None,
     ) -> Scenario:
+        """A copy with these options changed. ``days`` must be a finite number > 0; the window
+        limits that depend on the data and memory are checked by
+        :func:`greenroute.sim.bounds.check_window` before a run."""
         kw = {}
         if days is not None:
-            if not days > 0:
-                raise ConfigError(f"--days must be > 0, got {days}")
-            kw["days"] = float(days)
+            from greenroute.sim.bounds import check_days
+
+            kw["days"] = check_days(days)
         if fidelity is not None:
+            if fidelity not in FIDELITIES:
+                raise ConfigError(
+                    f"unknown fidelity {fidelity!r}; valid choices: {', '.join(FIDELITIES)}"
+                )
             kw["fidelity"] = fidelity
         if constraints is not None:
             kw["constraints"] = constraints
