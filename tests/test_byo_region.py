@@ -71,7 +71,9 @@ def test_a_regions_csv_row_is_enough(data_dir, tmp_path):
         prep.signals.carbon_intensity_g_per_kwh[: 6 * 4 : 4, 0],
         want["carbon_intensity_g_per_kwh"].to_numpy(),
     )
+    # the manifest records the files and regions.csv (the row holds coordinates and time zone)
     assert f"grid/{FILES['ci_file']}" in prep.input_files
+    assert "grid/regions.csv" in prep.input_files
     # the catalog is untouched: the region exists only for this data directory
     assert NEW not in REGIONS
     with pytest.raises(UnknownNameError):

@@ -130,7 +130,7 @@ def _disk_key(regions, start_utc, n_steps, epoch_s, data_dir) -> tuple[str, dict
         index_sum = cache.file_checksum(Path(data_dir) / "grid" / "regions.csv")
     except (OSError, ValueError):
         return None  # let the normal path report the problem
-    if len(files) != 3 * len(regions):
+    if len(files) - (_REGIONS_CSV in files) != 3 * len(regions):
         return None
     key = cache.make_key("epoch-signals", PARSER_FORMAT_VERSION, cache.code_fingerprint(),
                          tuple(regions), str(start_utc), int(n_steps), float(epoch_s),
@@ -197,4 +197,11 @@ def _real_files(data_dir: Path, regions: Sequence[str]) -> dict[str, str]:
                 path = Path(data_dir) / "grid" / rel
                 if path.is_file():
                     out[f"grid/{rel}"] = file_checksum(path)
+    from greenroute.catalog import REGIONS
+
+    if any(r not in REGIONS for r in regions):  # a region the data dir's regions.csv defines:
+        out[_REGIONS_CSV] = file_checksum(Path(data_dir) / _REGIONS_CSV)  # its row is input
     return out
+
+
+_REGIONS_CSV = "grid/regions.csv"
