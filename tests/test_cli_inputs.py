@@ -419,3 +419,16 @@ def test_train_notes_embedded_data(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert NOTE in res.stderr
     assert "data_dir" not in seen["env_options"]
+
+
+@pytest.mark.parametrize(("command", "seed"), [("run", "9101"), ("compare", "9102")])
+def test_no_cache_neither_reads_nor_writes_the_cache(command, seed, tmp_path, monkeypatch):
+    # a seed no other test uses: the reference scales are also cached in memory per seed
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("GREENROUTE_CACHE_DIR", str(cache))
+    res = invoke(command, *FAST, "--seed", seed, "--no-cache", "--json")
+    assert res.exit_code == 0, res.output
+    assert not cache.exists() or not any(cache.rglob("*.*"))
+    res = invoke(command, *FAST, "--seed", seed, "--json")  # control: without the flag it writes
+    assert res.exit_code == 0, res.output
+    assert any(cache.rglob("*.json"))
