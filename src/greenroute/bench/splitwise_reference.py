@@ -52,6 +52,7 @@ import argparse
 import csv
 import hashlib
 import json
+import os
 import re
 import resource
 import subprocess
@@ -329,8 +330,9 @@ def run_case(splitwise_dir: Path, case: Case, data_dir: Path) -> dict[str, objec
             raise RuntimeError(f"splitwise-sim failed on {case.name}:\n{proc.stderr[-4000:]}")
         detailed = np.genfromtxt(run_dir / "detailed" / "0.csv", delimiter=",", names=True)
         loop_s = _sim_loop_seconds(run_dir / "run.log")
-    ttft = np.atleast_1d(detailed["ttft_times"])
-    e2e = np.atleast_1d(detailed["response_times"])
+    detailed = np.sort(np.atleast_1d(detailed), order="request_ids")  # completion -> id order
+    ttft = detailed["ttft_times"]
+    e2e = detailed["response_times"]
     n_done = int(ttft.size)
     return {
         "description": case.description,
@@ -342,15 +344,18 @@ def run_case(splitwise_dir: Path, case: Case, data_dir: Path) -> dict[str, objec
         "mean_output_tokens": float(np.mean(requests.output_tokens)),
         "ttft_s": _stats(ttft),
         "e2e_s": _stats(e2e),
-        "tbt_mean_s": float(np.mean(np.atleast_1d(detailed["tbt_times"]))),
+        "tbt_mean_s": float(np.mean(detailed["tbt_times"])),
         "wall_s": round(wall_s, 2),
         "cpu_s": round(cpu_s, 2),
         "sim_loop_s": round(loop_s, 2),
         "requests_per_s_simulated": round(n_done / loop_s, 1) if loop_s > 0 else None,
+        # whole subprocess CPU (startup + trace load + loop): robust when the machine is shared
+        "requests_per_cpu_s": round(n_done / cpu_s, 1) if cpu_s > 0 else None,
+        "loadavg_1min_after": round(os.getloadavg()[0], 2),
         **(
             {
                 "per_request": {
-                    "request_id": [int(x) for x in np.atleast_1d(detailed["request_ids"])],
+                    "request_id": [int(x) for x in detailed["request_ids"]],
                     "ttft_s": [float(x) for x in ttft],
                     "e2e_s": [float(x) for x in e2e],
                 }
