@@ -354,6 +354,15 @@ def test_force_does_not_replace_a_directory_that_is_not_a_result(tmp_path, no_si
     assert (out / "thesis.tex").read_text() == "precious"
 
 
+def test_force_does_not_replace_the_current_directory(tmp_path, monkeypatch, no_simulation):
+    (tmp_path / "manifest.json").write_text("{}")  # looks like a result directory
+    monkeypatch.chdir(tmp_path)
+    for out in (".", str(tmp_path.parent)):
+        line = one_error_line(invoke("run", "--out", out, "--force"))
+        assert "is the current directory or contains it; --force will not replace it" in line
+    assert (tmp_path / "manifest.json").read_text() == "{}"
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes")
 @pytest.mark.parametrize(("umask", "dir_mode", "file_mode"), [(0o022, 0o755, 0o644),
                                                                (0o077, 0o700, 0o600)])  # fmt: skip

@@ -108,6 +108,11 @@ def check_out_dir(out: str | Path, *, force: bool = False) -> None:
                 f"--out {out} exists and is not empty; use --force to replace it, or choose a "
                 "new directory"
             )
+        here = Path.cwd().resolve()
+        if out.resolve() == here or out.resolve() in here.parents:
+            raise ConfigError(
+                f"--out {out} is the current directory or contains it; --force will not replace it"
+            )
         if not any((out / m).is_file() for m in RESULT_MARKERS):
             raise ConfigError(
                 f"--out {out} is not a greenroute result directory (no "
