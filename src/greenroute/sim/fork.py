@@ -145,6 +145,7 @@ class Fork:
         self._obs: Observation | None = None
         self._scales = _read_scales(sim.config.objective_scales)
         self._frac_no_cap: np.ndarray | None = None  # fluid: slot fraction without plan caps
+        self._snap: tuple | None = None  # fluid: (end epoch, backend snapshot) to reuse
 
     def evaluate(self, plan: Plan, obs: Observation | None = None) -> EpochFigures:
         """Figures of the fork's epoch under ``plan`` (validated like the run's plans)."""
@@ -166,7 +167,9 @@ class Fork:
         if not 1 <= k <= left:
             raise ConfigError(f"a fork at epoch {self.epoch} can run 1..{left} epochs, not {k}")
         e0 = self.epoch
-        saved = _EngineState(sim, e0, e0 + k)
+        saved = _EngineState(sim, e0, e0 + k, self._snap)
+        if sim.sc.fidelity == "fluid":
+            self._snap = saved.range_snap
         invalid: list[str] = []
         figures: list[EpochFigures] = []
         try:
@@ -238,13 +241,9 @@ def measure_step(sim, e: int, apply: Callable[[], dict], scales: dict | None) ->
 
 
 def _figures(sim, e: int, parts: dict, scales: dict | None) -> EpochFigures:
-    f = sim.prep.factors
     it = parts["it_kwh"]
-    carbon = float(it @ f.carbon_g_per_it_kwh[e]) / 1e3
-    water = (
-        float(it @ f.water_onsite_l_per_it_kwh[e]) + float(it @ f.water_offsite_l_per_it_kwh[e])
-    ) / 1e3
-    cost = float(it @ f.cost_usd_per_it_kwh[e])
+    carbon_g, water_l, cost, energy = (_factor_rows(sim)[e] @ it).tolist()
+    carbon, water = carbon_g / 1e3, water_l / 1e3
     n_int, ttft_sum = parts["n_int"], parts["ttft_sum"]
     ttft_mean = ttft_sum / n_int if n_int > 0 else float("nan")
     obj = float("nan")
@@ -261,7 +260,7 @@ def _figures(sim, e: int, parts: dict, scales: dict | None) -> EpochFigures:
         epoch=e,
         carbon_kg=carbon,
         water_m3=water,
-        energy_kwh=float(it @ f.energy_kwh_per_it_kwh[e]),
+        energy_kwh=energy,
         it_energy_kwh=float(it.sum()),
         cost_usd=cost,
         ttft_mean_s=float(ttft_mean),
@@ -271,6 +270,21 @@ def _figures(sim, e: int, parts: dict, scales: dict | None) -> EpochFigures:
         objective=float(obj),
         it_energy_kwh_by_region=it,
     )
+
+
+def _factor_rows(sim) -> np.ndarray:
+    """[T, 4, R]: carbon g, water l (on- + off-site), cost $ and facility kWh per IT kWh, kept
+    on the simulation (one product per epoch instead of four)."""
+    rows = sim.__dict__.get("_fork_factor_rows")
+    if rows is None:
+        f = sim.prep.factors
+        water = f.water_onsite_l_per_it_kwh + f.water_offsite_l_per_it_kwh
+        rows = np.ascontiguousarray(
+            np.stack([f.carbon_g_per_it_kwh, water, f.cost_usd_per_it_kwh,
+                      f.energy_kwh_per_it_kwh], axis=1), dtype=float,
+        )  # fmt: skip
+        sim._fork_factor_rows = rows
+    return rows
 
 
 def _read_scales(scales) -> dict | None:
@@ -372,11 +386,16 @@ def _plan_at(source: PlanSource, i: int, obs: Observation) -> Plan:
 class _EngineState:
     """What forked epochs ``e0..e1-1`` may change, saved before and put back after."""
 
-    def __init__(self, sim, e0: int, e1: int) -> None:
+    def __init__(self, sim, e0: int, e1: int, snap: tuple | None = None) -> None:
         self.sim = sim
         st = sim._stepper
         self.backend = st.backend if sim.sc.fidelity == "request" else st.fluid
-        self.snap = self.backend.snapshot(e0, e1)
+        # a fluid snapshot is a pure copy, reusable while the original stays at e0: a fork
+        # keeps the widest one it took (``Fork._snap``); a request snapshot starts a journal
+        if snap is None or snap[0] < e1:
+            snap = (e1, self.backend.snapshot(e0, e1))
+        self.range_snap = snap
+        self.snap = snap[1]
         self.rng_state = sim.forecaster._rng.bit_generator.state  # a fresh dict per read
         self.h_request = sim.h_request
         self.n_invalid = len(sim.invalid_plans)
@@ -428,8 +447,9 @@ def fluid_restore(fl, snap: dict) -> None:
     for a, i, v in snap["parts"]:
         a[i] = v
     n = snap["comp"]
-    for v in fl.comp.values():
-        del v[n:]
+    if len(fl.comp["w"]) != n:
+        for v in fl.comp.values():
+            del v[n:]
 
 
 def request_snapshot(be, e0: int, e1: int) -> dict:
