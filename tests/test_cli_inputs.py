@@ -85,8 +85,8 @@ IGNORING = [f for f in FORECASTERS if f not in FORECASTERS_WITH_ERROR]
 def test_forecast_error_with_a_forecaster_that_ignores_it(forecast, no_simulation):
     line = one_error_line(invoke("run", "--forecast", forecast, "--forecast-error", "0.1"))
     assert line == (
-        f"error: --forecast {forecast} ignores --forecast-error; valid choices with an error: "
-        "perfect, noisy"
+        f"error: --forecast-error 0.1 needs a --forecast that reads it, and {forecast} ignores "
+        "it; valid choices: perfect, noisy"
     )
 
 
@@ -119,7 +119,7 @@ def test_manifest_with_flags_it_would_ignore(extra, named, tmp_path, no_simulati
     manifest.write_text("{}")
     line = one_error_line(invoke("run", "--manifest", str(manifest), *extra))
     assert line == (
-        f"error: --manifest re-runs what the manifest describes and would ignore {named}; "
+        f"error: --manifest fixes everything it records, so {named} would be ignored; "
         "valid choices with --manifest: --data-dir, --force, --json, --no-cache, --out"
     )
 

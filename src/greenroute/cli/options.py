@@ -106,8 +106,8 @@ def check_forecast(forecast: str, forecast_error: float) -> None:
     if forecast_error > 0 and forecast not in FORECASTERS_WITH_ERROR:
         users = [f for f in FORECASTERS if f in FORECASTERS_WITH_ERROR]
         raise ConfigError(
-            f"--forecast {forecast} ignores --forecast-error; valid choices with an error: "
-            f"{', '.join(users)}"
+            f"--forecast-error {forecast_error:g} needs a --forecast that reads it, and "
+            f"{forecast} ignores it; valid choices: {', '.join(users)}"
         )
 
 
@@ -228,6 +228,6 @@ def check_manifest_flags(ctx: typer.Context) -> None:
             if p.name in MANIFEST_COMPATIBLE and p.name != "manifest"
         )
         raise ConfigError(
-            f"--manifest re-runs what the manifest describes and would ignore "
-            f"{', '.join(given)}; valid choices with --manifest: {', '.join(allowed)}"
+            f"--manifest fixes everything it records, so {', '.join(given)} would be ignored; "
+            f"valid choices with --manifest: {', '.join(allowed)}"
         )
