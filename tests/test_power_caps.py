@@ -9,6 +9,8 @@ slots summed over servers, is at most the cap.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -100,6 +102,41 @@ def test_cap_at_idle_drops_everything_routed_there_as_power_cap():
         assert m["dropped_power_cap"] == pytest.approx(de["requests_dispatched"].sum())
         assert m["dropped_power_cap"] > 0
         assert any("0 of 32 slots usable" in n for n in res.notes)
+
+
+class _FirstEligiblePolicy:
+    """A Python local policy (no kernel_code): the engine calls pick() for every request."""
+
+    name = "first-eligible"
+
+    def reset(self, region: str) -> None:
+        pass
+
+    def pick(self, request, servers) -> int:
+        return int(np.flatnonzero(servers.eligible)[0])
+
+
+def _first_eligible() -> _FirstEligiblePolicy:  # a zero-argument local policy factory
+    return _FirstEligiblePolicy()
+
+
+@pytest.mark.parametrize("local", ["compiled", "python"])
+def test_cap_is_named_when_another_server_cannot_host_the_model(local):
+    """DE-LU: an H100 TP4 server (llama2-70b) and a 1 x A100 one that cannot host it. Capped
+    at idle, a llama2-70b request finds the first server without slots and the second without
+    the model: the cap, not "no server for the model", is why it is dropped (compiled kernel
+    and the Python ``pick`` path alike)."""
+    groups = {"DE-LU": (ServerGroup(1), ServerGroup(1, "llama2-7b", "a100-80gb", tp=1)),
+              "SG": (ServerGroup(1),)}  # fmt: skip
+    cluster = Cluster(tuple(RegionCluster(r, groups[r]) for r in REGIONS))
+    models = ("llama2-70b", "llama2-7b")
+    idle = build_cluster(cluster, models).region_idle_kw()
+    base = _scenario("request", {"DE-LU": float(idle[0])}, 2.0)
+    sc = replace(base, cluster=cluster, models=models)
+    factory = _first_eligible if local == "python" else local_policy_factory("least-loaded")
+    m = Simulation(prepare(sc), LocalOnly(), factory, SimConfig(seed=0)).run().metrics
+    assert m["dropped_no_server_for_model"] == 0.0
+    assert m["dropped_power_cap"] > 0 and m["requests_completed"] > 0  # SG still serves
 
 
 @pytest.mark.parametrize("fidelity", ["request", "fluid"])
