@@ -202,7 +202,11 @@ def compare(
     forecast_error: ForecastErrOpt = 0.0,
     per_day: PerDayOpt = False,
     oracle_gap: Annotated[
-        bool, typer.Option(help="add the oracle-gap columns (runs local-only and oracle)")
+        bool,
+        typer.Option(
+            help="add the shares of the oracle's savings over local-only each policy captures "
+            "(runs local-only and oracle if not listed)"
+        ),
     ] = True,
     policy_opt: Annotated[
         list[str] | None,
