@@ -253,6 +253,9 @@ def test_objective_is_the_epochs_share_of_the_runs_objective(prep_geo3_fluid):
     )
     assert f.objective == pytest.approx(expect, rel=1e-12)
     assert math.isnan(_fork0(_sim(prep_geo3_fluid)).objective)  # no scales, no J
+    del scales["requests_total"]  # a missing scale is an error, not a silent 1.0
+    with pytest.raises(ConfigError, match="requests_total"):
+        _fork0(_sim(prep_geo3_fluid, objective_scales=scales))
 
 
 def _fork0(sim) -> EpochFigures:

@@ -17,6 +17,8 @@ behind ``snapshot(e0, e1)`` / ``restore(snap)``:
   journal of the per-request outcomes each placement overwrites (undone in reverse order);
   copying the outcome arrays instead costs O(requests in the run) per fork, the journal
   O(requests in the forked epochs);
+* the iteration-level server model (``sim/iteration/state.py``) plugs in the same way: its
+  backend's ``snapshot`` is ``IterationState.copy()`` plus the same outcome journal;
 * the engine's own state is saved here: the epoch's held pool (request fidelity), the
   forecaster's random generator (an observation with a ``noisy`` forecast draws from it), the
   invalid-plan log.
@@ -60,9 +62,6 @@ FLUID_LEDGERS = ("it_dyn_kwh", "served_req", "busy_slot_s", "dispatched")  # [R,
 FLUID_SCRATCH = ("acc", "first", "n_int", "outs", "info")
 # running drop totals of the fluid kernel: ACC_QUEUE_FULL, ACC_NO_SERVER, ACC_POWER_CAP
 FLUID_DROPS = slice(FK.ACC_QUEUE_FULL, FK.ACC_POWER_CAP + 1)
-SCALE_KEYS = (
-    "carbon_kg", "water_m3", "cost_usd", "ttft_mean_s", "interactive_requests", "requests_total",
-)  # fmt: skip
 
 PlanSource = Plan | Sequence[Plan] | GeoPolicy | Callable[[Observation], Plan]
 
@@ -143,7 +142,7 @@ class Fork:
         self.sim = sim
         self.epoch = int(sim.epoch)
         self._obs: Observation | None = None
-        self._scales = _read_scales(sim.config.objective_scales)
+        self._scales = _objective_coefficients(sim)
         self._frac_no_cap: np.ndarray | None = None  # fluid: slot fraction without plan caps
         self._snap: tuple | None = None  # fluid: (end epoch, backend snapshot) to reuse
 
@@ -208,9 +207,7 @@ def advance_measured(sim, plan: Plan, obs: Observation) -> EpochFigures:
     """``sim.advance(plan, obs)`` that also returns the epoch's :class:`EpochFigures`, computed
     as a fork computes them (so a replayed fork can be compared with the real epoch)."""
     e = sim.epoch
-    return measure_step(
-        sim, e, lambda: sim.advance(plan, obs), _read_scales(sim.config.objective_scales)
-    )
+    return measure_step(sim, e, lambda: sim.advance(plan, obs), _objective_coefficients(sim))
 
 
 # ---------------------------------------------------------------------------- measuring
@@ -248,14 +245,9 @@ def _figures(sim, e: int, parts: dict, scales: dict | None) -> EpochFigures:
     ttft_mean = ttft_sum / n_int if n_int > 0 else float("nan")
     obj = float("nan")
     if scales is not None:
-        w = sim.config.weights
-        obj = (
-            w.carbon * carbon / scales["carbon_kg"]
-            + w.water * water / scales["water_m3"]
-            + w.cost * cost / scales["cost_usd"]
-            + w.latency * ttft_sum / (scales["ttft_mean_s"] * scales["interactive_requests"])
-            + w.slo_penalty * (parts["slo_misses"] + parts["dropped"]) / scales["requests_total"]
-        )
+        k_c, k_w, k_d, k_l, k_s = scales
+        misses = parts["slo_misses"] + parts["dropped"]
+        obj = k_c * carbon + k_w * water + k_d * cost + k_l * ttft_sum + k_s * misses
     return EpochFigures(
         epoch=e,
         carbon_kg=carbon,
@@ -287,16 +279,35 @@ def _factor_rows(sim) -> np.ndarray:
     return rows
 
 
-def _read_scales(scales) -> dict | None:
-    """The run's reference scales as plain floats, or None when the run has none (a lazy
-    mapping runs its reference here, once)."""
+def _objective_coefficients(sim) -> tuple[float, ...] | None:
+    """Coefficients of an epoch's J on (carbon kg, water m³, cost $, TTFT sum s, SLO misses +
+    drops): the run's weights over its reference scales, or None when the run has no scales
+    (a lazy mapping runs its reference here). A scale that a nonzero weight needs must be a
+    finite number > 0 (``core/objective.py``: no silent 1.0)."""
+    scales = sim.config.objective_scales
     if not scales:
         return None
-    out = {}
-    for k in SCALE_KEYS:
-        v = float(scales[k]) if k in scales else float("nan")
-        out[k] = v if math.isfinite(v) and v > 0 else float("nan")
-    return out
+    from greenroute.core.objective import Objective
+
+    w = sim.config.weights
+    obj = Objective(w, dict(scales))
+
+    def per(weight: float, key: str) -> float:
+        return 0.0 if weight == 0 else weight / obj.scale(key)
+
+    counts = {}
+    for key in ("interactive_requests", "requests_total"):
+        v = scales.get(key)
+        if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+            raise ConfigError(
+                f"objective reference scale {key!r} = {v!r} is not a finite number > 0: an "
+                "epoch's share of the objective needs local-only's request counts"
+            )
+        counts[key] = float(v)
+    k_l = per(w.latency, "ttft_mean_s") / counts["interactive_requests"]
+    k_s = w.slo_penalty / counts["requests_total"]
+    return (per(w.carbon, "carbon_kg"), per(w.water, "water_m3"), per(w.cost, "cost_usd"), k_l,
+            k_s)  # fmt: skip
 
 
 def _fluid_parts(sim, fl, e: int, n_comp: int) -> dict:
