@@ -1,11 +1,14 @@
 """``make bench``: performance figures (not timed tests).
 
 - request-level throughput: simulated requests per second on one core, 10 regions,
-  ``lowest-carbon`` + ``least-loaded``, >= 1M requests (bar: >= 100k req/s);
+  ``lowest-carbon`` + ``least-loaded``, >= 1M requests (bar: >= 400k req/s);
 - peak memory of that run in a fresh process (bar: < 1 GB for 1M requests);
 - wall time of a 31-day ``geo10`` run at its default (fluid) fidelity (bar: < 60 s);
 - ``lp-mpc`` plan latency with 12 regions at H = 8 (bar: < 50 ms) and at its default H = 48;
-- wall time of ``oracle`` (one LP over the whole run) on ``geo10``, 31 days.
+- wall time of ``oracle`` (one LP over the whole run) on ``geo10``, 31 days;
+- issue 7's speed figures (``bench/perf_speed.py``): geo10 from the shell with warm caches,
+  the fluid engine's cost per epoch, first run with numba's cache empty and filled, and the
+  Gymnasium step rates.
 
 Each figure runs in its own subprocess so numba compilation, caches and peak RSS of one do
 not leak into another. ``--json`` prints the figures as JSON.
@@ -210,11 +213,31 @@ def _child(name: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _speed(name: str):
+    """Issue 7's speed figures (``bench/perf_speed.py``)."""
+
+    def run() -> dict:
+        from greenroute.bench import perf_speed as S
+
+        data_dir = _default_data_dir()
+        if name == "geo10_shell":
+            return S.child_geo10_shell(str(data_dir) if data_dir else None)
+        if name == "first_run":
+            return S.child_first_run()
+        return getattr(S, f"child_{name}")(data_dir)
+
+    return run
+
+
 CHILDREN = {
     "request": child_request,
     "geo10": child_geo10,
     "lp_latency": child_lp_latency,
     "oracle_geo10": child_oracle_geo10,
+    "geo10_shell": _speed("geo10_shell"),
+    "fluid_epoch": _speed("fluid_epoch"),
+    "first_run": _speed("first_run"),
+    "env_rates": _speed("env_rates"),
 }
 
 
@@ -236,7 +259,7 @@ def main() -> None:
         ("request-level throughput (10 regions, lowest-carbon + least-loaded)",
          f"{r['requests_per_s_simulate']:,.0f} req/s simulate "
          f"({r['requests']:,.0f} requests in {r['simulate_s']:.2f} s; end-to-end incl. workload "
-         f"generation {r['requests_per_s_end_to_end']:,.0f} req/s)", ">= 100,000 req/s"),
+         f"generation {r['requests_per_s_end_to_end']:,.0f} req/s)", ">= 400,000 req/s"),
         ("peak memory of that run (fresh process RSS)", f"{r['peak_rss_mb']:,.0f} MB",
          "< 1,024 MB"),
         (f"geo10, 31 days, fluid, {g['data']} data: local-only",
@@ -254,6 +277,9 @@ def main() -> None:
          f"{orc['wall_s']:.0f} s / {orc['solve_s']:.0f} s "
          f"({orc['variables']:,} variables, {orc['rows']:,} rows)", ""),
     ]  # fmt: skip
+    from greenroute.bench.perf_speed import rows as speed_rows
+
+    rows += speed_rows(figures)
     width = max(len(a) for a, _, _ in rows)
     print(f"{'figure'.ljust(width)}  value  [bar]")
     for label, value, bar in rows:

@@ -149,16 +149,24 @@ def store_json(namespace: str, key: str, value: dict) -> None:
     _write_atomic(_entry(namespace, key, ".json"), lambda handle: handle.write(data))
 
 
+# Parts of greenroute that can change a simulated figure (the engine, its inputs and the local
+# policies it runs); the CLI, API, benches, environments and geo policies cannot.
+SIMULATION_CODE = ("core", "catalog", "data", "physics", "constraints.py", "sim", "scenarios",
+                   "policies/local.py")  # fmt: skip
+
+
 def code_fingerprint() -> str:
-    """SHA-256 over greenroute's own source and embedded data files: derived figures (such
-    as the objective's reference scales) are recomputed whenever the code changes."""
+    """SHA-256 over the source and embedded data files of :data:`SIMULATION_CODE`: derived
+    figures (such as the objective's reference scales) are recomputed whenever that code
+    changes."""
     global _CODE_FP
     if _CODE_FP is None:
         root = Path(__file__).resolve().parent.parent
         h = hashlib.sha256()
         files = sorted(
             p
-            for p in root.rglob("*")
+            for part in SIMULATION_CODE
+            for p in ([root / part] if part.endswith(".py") else (root / part).rglob("*"))
             if p.is_file() and p.suffix in (".py", ".json", ".npz", ".csv")
         )
         for p in files:

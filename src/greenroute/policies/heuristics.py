@@ -12,6 +12,7 @@ import numpy as np
 
 from greenroute.core.errors import ConfigError
 from greenroute.core.types import N_CLASSES, ClusterInfo, Observation, Plan
+from greenroute.policies.fill_kernel import MAX_REGIONS, greedy_fill_kernel
 from greenroute.policies.registry import register_geo_policy
 
 DEFAULT_TARGET_UTILISATION = 0.6  # headroom so queues stay short: at 0.8 the demo misses its
@@ -35,12 +36,22 @@ def greedy_fill(
     score: np.ndarray,
     target: float = DEFAULT_TARGET_UTILISATION,
     demand: np.ndarray | None = None,
+    compiled: bool = True,
 ) -> np.ndarray:
-    """Route ``[C, O, R]`` filling lowest-``score`` regions first (score ``[R]`` or ``[O, R]``)."""
+    """Route ``[C, O, R]`` filling lowest-``score`` regions first (score ``[R]`` or ``[O, R]``).
+    ``compiled=False`` runs the Python loop (``policies/fill_kernel.py`` compiles it)."""
     n_c, n_o, n_r = obs.allowed.shape
     score = np.broadcast_to(np.asarray(score, dtype=float), (n_o, n_r))
     dem = demand_slots(obs) if demand is None else demand
     free = free_slots(obs, target)
+    if compiled and n_r <= MAX_REGIONS:  # the same loop, compiled (bit-identical routes)
+        return greedy_fill_kernel(
+            np.ascontiguousarray(obs.allowed, dtype=bool),
+            np.ascontiguousarray(score, dtype=float),
+            np.ascontiguousarray(dem, dtype=float),
+            np.array(free, dtype=float),
+            np.ascontiguousarray(obs.capacity_slots, dtype=float),
+        )
     route = np.zeros((n_c, n_o, n_r))
     for c in range(n_c):
         allowed = obs.allowed[c]
