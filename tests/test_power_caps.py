@@ -120,21 +120,27 @@ def _first_eligible() -> _FirstEligiblePolicy:  # a zero-argument local policy f
     return _FirstEligiblePolicy()
 
 
-@pytest.mark.parametrize("local", ["compiled", "python"])
-def test_cap_is_named_when_another_server_cannot_host_the_model(local):
-    """DE-LU: an H100 TP4 server (llama2-70b) and a 1 x A100 one that cannot host it. Capped
-    at idle, a llama2-70b request finds the first server without slots and the second without
-    the model: the cap, not "no server for the model", is why it is dropped (compiled kernel
-    and the Python ``pick`` path alike)."""
-    groups = {"DE-LU": (ServerGroup(1), ServerGroup(1, "llama2-7b", "a100-80gb", tp=1)),
-              "SG": (ServerGroup(1),)}  # fmt: skip
+@pytest.mark.parametrize(
+    ("fidelity", "local"), [("request", "compiled"), ("request", "python"), ("fluid", "compiled")]
+)
+def test_cap_is_named_when_another_server_cannot_host_the_model(fidelity, local):
+    """DE-LU: an H100 TP4 server (llama2-70b, 32 slots) and a 1 x A100 one of 128 slots that
+    cannot host llama2-70b. The cap leaves floor(32 x 1.5 / 64) = 0 slots on the first and
+    floor(128 x 1.5 / 64) = 3 on the second: a llama2-70b request is dropped because of the
+    cap, not for want of a server for its model (compiled kernel, Python ``pick`` path and
+    fluid model alike)."""
+    big = ServerGroup(1, "llama2-7b", "a100-80gb", tp=1, max_concurrency=128)
+    groups = {"DE-LU": (ServerGroup(1), big), "SG": (ServerGroup(1),)}
     cluster = Cluster(tuple(RegionCluster(r, groups[r]) for r in REGIONS))
     models = ("llama2-70b", "llama2-7b")
-    idle = build_cluster(cluster, models).region_idle_kw()
-    base = _scenario("request", {"DE-LU": float(idle[0])}, 2.0)
-    sc = replace(base, cluster=cluster, models=models)
+    b = build_cluster(cluster, models)
+    idle, peak = b.region_idle_kw()[0], b.region_peak_kw()[0]
+    cap = idle + 1.5 / 64 * (peak - idle)
+    sc = replace(_scenario(fidelity, {"DE-LU": cap}, 2.0), cluster=cluster, models=models)
+    prep = prepare(sc)
+    assert any("3 of 160 slots usable" in n for n in prep.notes)
     factory = _first_eligible if local == "python" else local_policy_factory("least-loaded")
-    m = Simulation(prepare(sc), LocalOnly(), factory, SimConfig(seed=0)).run().metrics
+    m = Simulation(prep, LocalOnly(), factory, SimConfig(seed=0)).run().metrics
     assert m["dropped_no_server_for_model"] == 0.0
     assert m["dropped_power_cap"] > 0 and m["requests_completed"] > 0  # SG still serves
 

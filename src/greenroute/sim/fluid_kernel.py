@@ -298,16 +298,20 @@ def fluid_step(
         for m in range(n_m):
             if type_ok[g, m]:
                 reg_gm[g_region[g], m] += eff_slots[g]
+    # work for a model no usable slot can serve is dropped: "power_cap" when servers able to
+    # host it exist but a cap left them no slot, else "no server for the model" (the request
+    # kernel's precedence, sim/kernel._DROP_RANK)
+    host = np.zeros((n_r, n_m))
+    for g in range(n_g):
+        for m in range(n_m):
+            if type_ok[g, m]:
+                host[g_region[g], m] += g_servers[g]
     for r in range(n_r):
-        if reg_eff[r] <= 0:
-            for c in range(n_c):
-                for m in range(n_m):
-                    acc[ACC_POWER_CAP] += per_region[c, r, m]
-        else:
-            for m in range(n_m):
-                if reg_gm[r, m] <= 0:
-                    for c in range(n_c):
-                        acc[ACC_NO_SERVER] += per_region[c, r, m]
+        for m in range(n_m):
+            if reg_gm[r, m] <= 0:
+                k = ACC_POWER_CAP if host[r, m] > 0 else ACC_NO_SERVER
+                for c in range(n_c):
+                    acc[k] += per_region[c, r, m]
     share_gm = np.zeros((n_g, n_m))
     n_gcm = np.zeros((n_g, n_c, n_m))
     n_req = np.zeros(n_g)
