@@ -308,6 +308,7 @@ def _stats(values: np.ndarray) -> dict[str, float]:
         "mean": float(np.mean(values)),
         "p50": float(np.percentile(values, 50)),
         "p90": float(np.percentile(values, 90)),
+        "p95": float(np.percentile(values, 95)),
         "p99": float(np.percentile(values, 99)),
     }
 
@@ -344,7 +345,8 @@ def run_case(splitwise_dir: Path, case: Case, data_dir: Path) -> dict[str, objec
         "mean_output_tokens": float(np.mean(requests.output_tokens)),
         "ttft_s": _stats(ttft),
         "e2e_s": _stats(e2e),
-        "tbt_mean_s": float(np.mean(detailed["tbt_times"])),
+        # splitwise's per-request TBT = (E2E - TTFT) / token_size (scheduler.py:171-172)
+        "tbt_s": _stats(detailed["tbt_times"]),
         "wall_s": round(wall_s, 2),
         "cpu_s": round(cpu_s, 2),
         "sim_loop_s": round(loop_s, 2),
