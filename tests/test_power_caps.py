@@ -194,3 +194,42 @@ def test_plan_cap_below_idle_is_a_plan_violation():
         _run(_scenario("fluid", {}, 2.0), geo=_CapBelowIdle())
     assert ei.value.rule == "power-cap"
     assert "0.5 kW" in str(ei.value) and "DE-LU" in str(ei.value) and "1.45 kW" in str(ei.value)
+
+
+class _RandomPlanCaps(LocalOnly):
+    """local-only routing with a fresh plan cap per region and epoch, between idle and peak
+    (``frozen``: the same caps every epoch)."""
+
+    name = "random-plan-caps"
+
+    def __init__(self, idle_kw: np.ndarray, peak_kw: np.ndarray, seed: int, frozen: bool):
+        self.idle_kw, self.peak_kw, self.frozen = idle_kw, peak_kw, frozen
+        self.rng = np.random.default_rng(seed)
+        self.caps_kw: list[np.ndarray] = []
+
+    def plan(self, obs):
+        if not (self.frozen and self.caps_kw):
+            u = self.rng.random(self.idle_kw.size)
+            self.caps_kw.append(self.idle_kw + u * (self.peak_kw - self.idle_kw))
+        else:
+            self.caps_kw.append(self.caps_kw[-1])
+        return Plan(super().plan(obs).route, None, self.caps_kw[-1], "random caps")
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rps=st.floats(10.0, 40.0),
+    seed=st.integers(0, 1000),
+    fidelity=st.sampled_from(["request", "fluid"]),
+)
+def test_plan_caps_bound_measured_power(rps, seed, fidelity):
+    """A policy's own caps bind too: changing every epoch in the fluid model (served work is
+    capped epoch by epoch), constant over the run in request fidelity (running requests are
+    not preempted when a cap tightens, see effective_slots)."""
+    idle, peak = _idle_peak_kw(1)
+    geo = _RandomPlanCaps(idle, peak, seed, frozen=fidelity == "request")
+    p = _power_kw(_run(_scenario(fidelity, {}, rps, epochs=4), geo=geo, seed=seed))
+    caps = np.array(geo.caps_kw)  # [E, R]
+    for r, reg in enumerate(REGIONS):
+        it_kw = p.query("region == @reg").sort_values("epoch")["it_kw"].to_numpy()
+        assert np.all(it_kw <= caps[:, r] + 1e-9), (reg, it_kw, caps[:, r])
