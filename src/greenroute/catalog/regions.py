@@ -103,6 +103,8 @@ def get_region(key: str) -> Region:
 
 
 def register_region(region: Region) -> Region:
-    """Add a region (e.g. one built from published climate normals) to the catalog."""
+    """Add a region to the process-wide catalog (for regions defined in code, e.g. from
+    published climate normals). A region with hourly files needs no registration: a row in
+    the data directory's ``grid/regions.csv`` is enough (``greenroute.data.regions``)."""
     REGIONS[region.key] = region
     return region
