@@ -72,6 +72,25 @@ def test_erlang_c_hand_values():
     assert float(wait) == pytest.approx((1 / 3) / (2 - 1))
 
 
+def test_mg1_wait_is_pollaczek_khinchine():
+    """c = 1: Allen-Cunneen is exact, W = rho E[S] (1 + cs^2) / (2 (1 - rho)) (P-K formula).
+    lambda = 0.5/s, E[S] = 1 s: W = 0.5 (1 + cs^2) / 1 -> 0.5 s (M/D/1), 1 s (M/M/1), 2 s
+    (cs^2 = 3)."""
+    for scv, expected in ((0.0, 0.5), (1.0, 1.0), (3.0, 2.0)):
+        wait, pw, cond = mgc_wait_s(np.array(0.5), np.array(1.0), np.array(scv), np.array(1))
+        assert float(wait) == pytest.approx(expected, rel=1e-12)
+        assert float(pw) == pytest.approx(0.5, rel=1e-12)  # M/G/1: P(wait) = rho
+        assert float(cond) == pytest.approx(expected / 0.5, rel=1e-12)
+    # the compiled kernel with deterministic service (M/D/1) waits half the M/M/1 wait
+    rng = np.random.default_rng(3)
+    n = 200_000
+    arrivals = np.cumsum(rng.exponential(2.0, n))  # lambda = 0.5 / s
+    out, _, _, drop = _run(arrivals, np.full(n, 1000), slots=1, tps=1000.0)  # S = 1 s
+    assert (drop == 0).all()
+    measured = (out["start"] - arrivals)[n // 20 :].mean()
+    assert measured == pytest.approx(0.5, rel=0.05)
+
+
 def test_fifo_and_slots_by_hand():
     # one server, 2 slots, service 10 s each; arrivals at 0, 1, 2, 3
     arrivals = np.array([0.0, 1.0, 2.0, 3.0])
