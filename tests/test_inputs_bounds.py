@@ -3,6 +3,7 @@ is what results report and divide by."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -115,10 +116,15 @@ def test_per_day_divides_by_the_simulated_span():
         app, ["compare", "--days", "0.1", "--fidelity", "fluid", "--per-day", "--json"]
     )
     assert res.exit_code == 0, res.output
-    import json
-
-    for r in json.loads(res.stdout)["results"]:
+    results = json.loads(res.stdout)["results"]
+    for r in results:
         assert r["metrics"]["days"] == pytest.approx(150 / 1440, rel=1e-12)
+    args = ["compare", "--days", "0.1", "--fidelity", "fluid", "--per-day"]
+    table = CliRunner().invoke(app, args)
+    assert table.exit_code == 0, table.output
+    carbon = results[0]["metrics"]["carbon_kg"]
+    assert f"{carbon / (150 / 1440):,.1f}" in table.stdout  # per simulated day
+    assert f"{carbon / 0.1:,.1f}" not in table.stdout  # not per requested day (4.2 % high)
 
 
 @pytest.mark.realdata
