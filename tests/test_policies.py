@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from greenroute.constraints import ConstraintSet
+from greenroute.core.errors import ConfigError
 from greenroute.core.types import ClusterInfo, ObjectiveWeights, Observation
 from greenroute.policies.heuristics import greedy_fill
 from greenroute.policies.registry import geo_policy_names, make_geo_policy
@@ -71,7 +74,28 @@ def make_obs(
         ttft_slo_s=2.0,
         weights=ObjectiveWeights(),
         constraints=ConstraintSet(),
+        # local-only's magnitudes for one day of this toy cluster (what the simulator supplies)
+        objective_scales={
+            "carbon_kg": 500.0,
+            "water_m3": 5.0,
+            "cost_usd": 100.0,
+            "ttft_mean_s": 0.5,
+            "interactive_requests": 2.6e5,
+            "requests_total": 2.9e5,
+        },
     )
+
+
+def test_optimising_policy_refuses_missing_objective_scales():
+    """A weighted term without its reference scale is an error, not a raw-unit sum."""
+    obs = make_obs()
+    bad = replace(obs, objective_scales={k: v for k, v in obs.objective_scales.items()
+                                         if k != "water_m3"})  # fmt: skip
+    with pytest.raises(ConfigError, match="water_m3"):
+        policy("lp-mpc").plan(bad)
+    # not needed when its weight is 0
+    no_water = replace(bad, weights=ObjectiveWeights(0.5, 0.0, 0.25, 0.25))
+    policy("lp-mpc").plan(no_water)
 
 
 def policy(name, **kw):

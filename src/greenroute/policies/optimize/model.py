@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from greenroute.core.errors import ConfigError
 from greenroute.core.types import ObjectiveWeights, Observation
 
 INTERACTIVE, DEFERRABLE = 0, 1
@@ -50,9 +51,28 @@ class CostModel:
         return self.unit.shape[0] - 1
 
 
-def scale(obs: Observation, key: str, default: float = 1.0) -> float:
-    v = (obs.objective_scales or {}).get(key, default)
-    return float(v) if v and np.isfinite(v) and v > 0 else default
+def scale(obs: Observation, key: str, needed: bool = True) -> float:
+    """The objective's reference scale ``key`` (local-only's value, supplied by the simulator in
+    ``obs.objective_scales``). A scale a non-zero weight needs must be present, finite and > 0:
+    falling back to 1 would add kg, m³, $ and s raw. An unneeded one is 1 (its term is 0)."""
+    v = (obs.objective_scales or {}).get(key)
+    if v is not None and np.isfinite(v) and v > 0:
+        return float(v)
+    if not needed:
+        return 1.0
+    raise ConfigError(
+        f"objective scale {key!r} is missing or invalid ({v!r}); the simulator supplies it from "
+        "the local-only reference run (obs.objective_scales)"
+    )
+
+
+def request_counts(obs: Observation, w: ObjectiveWeights) -> tuple[float, float]:
+    """(interactive, all) requests of the reference run, which turn per-request costs into the
+    mean-TTFT and SLO-share terms; ``requests_total`` defaults to the interactive count."""
+    n_int = scale(obs, "interactive_requests", needed=bool(w.latency or w.slo_penalty))
+    total = (obs.objective_scales or {}).get("requests_total")
+    n_all = scale(obs, "requests_total") if total is not None else n_int
+    return n_int, n_all
 
 
 def build_cost_model(
@@ -68,12 +88,11 @@ def build_cost_model(
     cost = it[None] * obs.cost_usd_per_it_kwh[:, None, :]
     ttft = np.zeros((n_c, n_o, n_r))
     ttft[INTERACTIVE] = 2.0 * obs.latency_s + obs.prefill_s_per_request[INTERACTIVE][None, :]
-    n_int = scale(obs, "interactive_requests", 1.0)
-    n_all = scale(obs, "requests_total", n_int)
-    k_c = w.carbon / scale(obs, "carbon_kg")
-    k_w = w.water / scale(obs, "water_m3")
-    k_d = w.cost / scale(obs, "cost_usd")
-    k_l = w.latency / (scale(obs, "ttft_mean_s") * n_int)  # mean TTFT = sum / N
+    n_int, n_all = request_counts(obs, w)
+    k_c = w.carbon / scale(obs, "carbon_kg", needed=w.carbon != 0)
+    k_w = w.water / scale(obs, "water_m3", needed=w.water != 0)
+    k_d = w.cost / scale(obs, "cost_usd", needed=w.cost != 0)
+    k_l = w.latency / (scale(obs, "ttft_mean_s", needed=w.latency != 0) * n_int)  # mean = sum/N
     unit = (k_c * carbon + k_w * water + k_d * cost)[:, :, None, :].repeat(n_o, axis=2)
     unit = unit + (k_l * ttft)[None]
     # the hard constraints at every step of the horizon (exclusion windows move), then a

@@ -54,6 +54,7 @@ from greenroute.policies.optimize.model import (
     INTERACTIVE,
     CostModel,
     build_cost_model,
+    request_counts,
     scale,
 )
 from greenroute.policies.registry import register_geo_policy
@@ -172,7 +173,7 @@ def build_epoch_problem(
     counts[DEFERRABLE] += np.maximum(np.asarray(obs.pending_deferrable, dtype=float), 0.0)
     free = (mask.sum(axis=-1) > 1) & (counts > 0)
     gene_c, gene_o, gene_r = np.nonzero(mask & free[..., None])
-    n_all = scale(obs, "requests_total", scale(obs, "interactive_requests", 1.0))
+    n_all = request_counts(obs, weights)[1]
     ep = EpochProblem(
         mask=mask,
         free=free,
@@ -208,14 +209,15 @@ def build_epoch_problem(
 
 def unit_cost(obs: Observation, ep: EpochProblem, w: ObjectiveWeights) -> np.ndarray:
     """Per-request J of each pair without queueing, ``[C, O, R]``, for weights ``w``."""
-    n_int = scale(obs, "interactive_requests", 1.0)
+    n_int = request_counts(obs, w)[0]
     per_r = (
-        w.carbon / scale(obs, "carbon_kg") * ep.carbon_kg
-        + w.water / scale(obs, "water_m3") * ep.water_m3
-        + w.cost / scale(obs, "cost_usd") * ep.cost_usd
+        w.carbon / scale(obs, "carbon_kg", needed=w.carbon != 0) * ep.carbon_kg
+        + w.water / scale(obs, "water_m3", needed=w.water != 0) * ep.water_m3
+        + w.cost / scale(obs, "cost_usd", needed=w.cost != 0) * ep.cost_usd
     )  # [C, R]
     unit = np.repeat(per_r[:, None, :], ep.mask.shape[1], axis=1)
-    unit[INTERACTIVE] += w.latency / (scale(obs, "ttft_mean_s") * n_int) * ep.ttft_s
+    ttft_scale = scale(obs, "ttft_mean_s", needed=w.latency != 0)
+    unit[INTERACTIVE] += w.latency / (ttft_scale * n_int) * ep.ttft_s
     return unit
 
 
