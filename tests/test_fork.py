@@ -108,13 +108,18 @@ def test_request_epoch_figures_match_the_recorded_requests(prep_demo_request):
     placed = (req["drop_reason"] == "none").to_numpy() & np.isfinite(disp_epoch)
     inter = req["cls"].to_numpy() == CLASS_INTERACTIVE
     ttft = req["ttft_s"].to_numpy()
+    late_d = ~inter & (req["finish_s"].to_numpy() > req["deadline_s"].to_numpy())
+    dropped = (req["drop_reason"] != "none").to_numpy()
+    assert prep_demo_request.scenario.slo_kind == "ttft"
     for r in real:
-        sel = placed & inter & (disp_epoch == r.epoch)
+        now = disp_epoch == r.epoch
+        sel = placed & inter & now
         assert r.interactive_requests == sel.sum()
         if sel.any():
             assert r.ttft_mean_s == pytest.approx(ttft[sel].mean(), rel=1e-12)
-        late_i = (sel & (ttft > slo_s)).sum()
-        assert r.slo_misses >= late_i
+        assert r.slo_misses == (sel & (ttft > slo_s)).sum() + (placed & now & late_d).sum()
+        assert r.dropped == (dropped & now).sum()
+    assert sum(r.slo_misses for r in real) > 0
 
 
 @pytest.mark.parametrize("which", ["prep_demo_request", "prep_geo3_fluid"])
