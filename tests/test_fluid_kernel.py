@@ -74,3 +74,21 @@ def test_fluid_wait_and_zero_fraction_match_numpy():
     assert FK.fluid_wait_mean(900.0, -1.0, 1.0, 900.0) == pytest.approx(450.0)
     assert FK.zero_frac(900.0, -1.0, 900.0) == 0.0
     assert FK.zero_frac(450.0, -1.0, 900.0) == pytest.approx(0.5)
+
+
+def test_noise_nodes_match_numpy_per_node():
+    z, w = np.polynomial.hermite_e.hermegauss(FL.NOISE_NODES)
+    w = w / w.sum()
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        u, sig = rng.uniform(0.0, 1.1), rng.uniform(0.0, 0.3)
+        es, scv, cq = rng.uniform(0.05, 20.0), rng.uniform(0.0, 3.0), rng.uniform(1.0, 250.0)
+        (p0, pw0, c0), _ = FL.noise_averaged_wait(
+            np.array([u]), np.array([sig]), np.array([es]), np.array([scv]), np.array([cq]),
+            z, w, per_node=True,
+        )  # fmt: skip
+        p, pw, c = np.empty(z.size), np.empty(z.size), np.empty(z.size)
+        FK.noise_nodes(u, sig, es, scv, cq, z, w, FL.RHO_MAX_STABLE, FL.NOISE_PERIOD_S, p, pw, c)
+        np.testing.assert_allclose(p, p0, rtol=1e-15, atol=0)
+        np.testing.assert_allclose(pw, pw0, rtol=1e-11, atol=1e-300)
+        np.testing.assert_allclose(c, c0, rtol=1e-11, atol=1e-300)

@@ -11,38 +11,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from greenroute.sim.fluid_kernel import numpy_sum
+
 NEED_TOL = 1e-12  # heuristics.greedy_fill: demand below this is served
 MAX_REGIONS = 128  # numpy_sum reproduces numpy's pairwise sum up to its block size
-
-
-@njit(cache=True)
-def numpy_sum(a, n):
-    """``a[:n].sum()`` exactly as numpy computes it for a contiguous float64 vector of at most
-    128 elements: a plain loop below 8, else eight interleaved partial sums combined as a tree,
-    then the remainder (numpy's ``pairwise_sum``; the reduction starts from 0.0)."""
-    if n < 8:
-        res = 0.0
-        for i in range(n):
-            res += a[i]
-        return 0.0 + res
-    r0, r1, r2, r3 = a[0], a[1], a[2], a[3]
-    r4, r5, r6, r7 = a[4], a[5], a[6], a[7]
-    i = 8
-    while i < n - (n % 8):
-        r0 += a[i]
-        r1 += a[i + 1]
-        r2 += a[i + 2]
-        r3 += a[i + 3]
-        r4 += a[i + 4]
-        r5 += a[i + 5]
-        r6 += a[i + 6]
-        r7 += a[i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += a[i]
-        i += 1
-    return 0.0 + res
+__all__ = ["MAX_REGIONS", "greedy_fill_kernel", "numpy_sum"]
 
 
 @njit(cache=True)

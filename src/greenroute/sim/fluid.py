@@ -376,10 +376,10 @@ def queue_curves(built, service, prompt_sample, slo_s: float, sigma: float, n_or
             if es <= 0:
                 continue
             scv = max(es2 / es**2 - 1.0, 0.0)
-            (p, pw_k, cond_k), _ = noise_averaged_wait(
-                np.array([u]), np.array([sig]), np.array([es]), np.array([scv]), np.array([cq]),
-                z, wq, per_node=True,
-            )  # fmt: skip
+            # compiled (no scipy import on the fluid path); = noise_averaged_wait(per_node=True)
+            p, pw_k, cond_k = np.empty(z.size), np.empty(z.size), np.empty(z.size)
+            FK.noise_nodes(float(u), sig, es, scv, cq, z, wq, RHO_MAX_STABLE, NOISE_PERIOD_S,
+                           p, pw_k, cond_k)  # fmt: skip
             wait[r, i] = float((p * pw_k * cond_k).sum())
             slack = max(slo_s - float(service.e_pf[t, CLASS_INTERACTIVE, m]), 0.0)
             with np.errstate(divide="ignore", over="ignore"):

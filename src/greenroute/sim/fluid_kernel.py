@@ -87,33 +87,40 @@ def erlang_c(c: float, a: float) -> float:
 
 
 @njit(cache=True)
+def _noise_node(rho, sigma, es, scv, cq, zk, rho_max, period_s):
+    """One Gauss-Hermite node of ``noise_averaged_wait``: (rate multiplier, P(wait), mean
+    wait given waiting) with ``cq`` already at least 1."""
+    mult = math.exp(sigma * zk - 0.5 * sigma**2)
+    raw = rho * mult
+    rho_k = min(raw, rho_max)
+    lam = rho_k * cq / max(es, 1e-12)
+    a = lam * es
+    pw = erlang_c(cq, a)
+    mu = 1.0 / es if es > 0.0 else math.inf
+    denom = cq * mu - lam
+    cond = (1.0 / denom if denom > 0.0 else math.inf) * (1.0 + scv) / 2.0
+    if not lam > 0.0:
+        pw = 0.0
+        cond = 0.0
+    over = raw > rho_max
+    if over:
+        pw = 1.0
+    if not math.isfinite(cond):
+        cond = 0.0
+    if over:
+        cond += (raw - rho_max) * period_s / 2.0
+    return mult, pw, cond
+
+
+@njit(cache=True)
 def noise_wait(rho, sigma, es, scv, cq, z, w, rho_max, period_s):
     """``sim.fluid.noise_averaged_wait`` for one queue: (P(wait), mean wait given waiting)."""
     cq = max(cq, 1.0)
-    n = z.size
     p_sum = 0.0
     pw_sum = 0.0
     pwc_sum = 0.0
-    for k in range(n):
-        mult = math.exp(sigma * z[k] - 0.5 * sigma**2)
-        raw = rho * mult
-        rho_k = min(raw, rho_max)
-        lam = rho_k * cq / max(es, 1e-12)
-        a = lam * es
-        pw = erlang_c(cq, a)
-        mu = 1.0 / es if es > 0.0 else math.inf
-        denom = cq * mu - lam
-        cond = (1.0 / denom if denom > 0.0 else math.inf) * (1.0 + scv) / 2.0
-        if not lam > 0.0:
-            pw = 0.0
-            cond = 0.0
-        over = raw > rho_max
-        if over:
-            pw = 1.0
-        if not math.isfinite(cond):
-            cond = 0.0
-        if over:
-            cond += (raw - rho_max) * period_s / 2.0
+    for k in range(z.size):
+        mult, pw, cond = _noise_node(rho, sigma, es, scv, cq, z[k], rho_max, period_s)
         p = w[k] * mult
         p_sum += p
         pw_sum += p * pw
@@ -123,6 +130,49 @@ def noise_wait(rho, sigma, es, scv, cq, z, w, rho_max, period_s):
     if not math.isfinite(cond_mean):
         cond_mean = 0.0
     return pw_mean, cond_mean
+
+
+@njit(cache=True)
+def noise_nodes(rho, sigma, es, scv, cq, z, w, rho_max, period_s, p, pw, cond):
+    """``noise_averaged_wait(..., per_node=True)`` for one queue, written into ``p`` (node
+    probabilities, normalised as numpy sums), ``pw`` and ``cond`` [K]."""
+    cq = max(cq, 1.0)
+    for k in range(z.size):
+        mult, pw[k], cond[k] = _noise_node(rho, sigma, es, scv, cq, z[k], rho_max, period_s)
+        p[k] = w[k] * mult
+    total = numpy_sum(p, z.size)
+    for k in range(z.size):
+        p[k] = p[k] / total
+
+
+@njit(cache=True)
+def numpy_sum(a, n):
+    """``a[:n].sum()`` exactly as numpy computes it for a contiguous float64 vector of at most
+    128 elements: a plain loop below 8, else eight interleaved partial sums combined as a tree,
+    then the remainder (numpy's ``pairwise_sum``; the reduction starts from 0.0)."""
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[i]
+        return 0.0 + res
+    r0, r1, r2, r3 = a[0], a[1], a[2], a[3]
+    r4, r5, r6, r7 = a[4], a[5], a[6], a[7]
+    i = 8
+    while i < n - (n % 8):
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[i]
+        i += 1
+    return 0.0 + res
 
 
 @njit(cache=True)
