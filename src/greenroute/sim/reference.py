@@ -147,6 +147,10 @@ class LazyScales(Mapping):
     def __len__(self) -> int:
         return len(self._scales())
 
+    def __reduce__(self):
+        # pickled / deep-copied as the plain dict it stands for (not the prepared scenario)
+        return (dict, (dict(self._scales()),))
+
     def __repr__(self) -> str:
         ready = self._prep.reference_scales
         return f"LazyScales({ready!r})" if ready is not None else "LazyScales(<not yet run>)"
