@@ -95,8 +95,12 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
     from greenroute.physics.facility import get_facility_model
     from greenroute.physics.network import latency_matrix_s
 
+    from greenroute.sim.bounds import check_window
+
     notes: list[str] = []
     use_real = data_dir is not None and scenario.real_data
+    # every caller (API, envs, benchmarks) gets the window and memory checks before any work
+    scenario, _ = check_window(scenario, data_dir if use_real else None)
     built = build_cluster(scenario.cluster, scenario.models, data_dir=None)
     n_e, h = scenario.n_epochs, max(scenario.horizon, LOOKAHEAD_PAD_EPOCHS)
     signals = build_epoch_signals(
