@@ -321,3 +321,5 @@ def test_stale_or_overlong_forks_are_refused(prep_demo_fluid):
     sim.advance(plan, obs)
     with pytest.raises(ConfigError, match="stale fork"):
         fork.evaluate(plan)
+    with pytest.raises(ConfigError, match="observation is of epoch 0, the fork's is 1"):
+        sim.fork().evaluate(plan, obs)

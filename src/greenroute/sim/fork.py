@@ -162,6 +162,10 @@ class Fork:
         left = sim.sc.n_epochs - self.epoch
         if not 1 <= k <= left:
             raise ConfigError(f"a fork at epoch {self.epoch} can run 1..{left} epochs, not {k}")
+        if obs is not None and obs.epoch != self.epoch:
+            raise ConfigError(
+                f"the observation is of epoch {obs.epoch}, the fork's is {self.epoch}"
+            )
         e0 = self.epoch
         saved = EngineState(sim, e0, e0 + k, self._snap)
         if sim.sc.fidelity == "fluid":
