@@ -139,7 +139,7 @@ class Fork:
         self.sim = sim
         self.epoch = int(sim.epoch)
         self._obs: Observation | None = None
-        self._scales = _objective_coefficients(sim)
+        self._coef = _objective_coefficients(sim)
         self._frac_no_cap: np.ndarray | None = None  # fluid: slot fraction without plan caps
         self._snap: tuple | None = None  # fluid: (end epoch, backend snapshot) to reuse
 
@@ -188,7 +188,7 @@ class Fork:
                 plan = sim.validated(obs_e, _plan_at(source, i, obs_e))
                 invalid += sim.invalid_plans[n_invalid:]
                 del sim.invalid_plans[n_invalid:]
-                figures.append(measure_step(sim, e, self._apply(e, plan, obs_e), self._scales))
+                figures.append(measure_step(sim, e, self._apply(e, plan, obs_e), self._coef))
         finally:
             saved.restore()
         return ForkResult(e0, tuple(figures), tuple(invalid))
@@ -212,7 +212,9 @@ def advance_measured(sim, plan: Plan, obs: Observation) -> EpochFigures:
 
 
 # ---------------------------------------------------------------------------- measuring
-def measure_step(sim, e: int, apply: Callable[[], dict], scales: dict | None) -> EpochFigures:
+def measure_step(
+    sim, e: int, apply: Callable[[], dict], coef: tuple[float, ...] | None
+) -> EpochFigures:
     """Run ``apply`` (one epoch ``e`` of ``sim``) and return that epoch's figures."""
     if sim.sc.fidelity == "request":
         be = sim._stepper.backend
@@ -235,18 +237,18 @@ def measure_step(sim, e: int, apply: Callable[[], dict], scales: dict | None) ->
         parts = _fluid_parts(sim, fl, e, n_comp)
         parts["slo_misses"] = float(info["slo_misses"])
         parts["dropped"] = float(fl.acc[FLUID_DROPS].sum()) - drops0
-    return _figures(sim, e, parts, scales)
+    return _figures(sim, e, parts, coef)
 
 
-def _figures(sim, e: int, parts: dict, scales: dict | None) -> EpochFigures:
+def _figures(sim, e: int, parts: dict, coef: tuple[float, ...] | None) -> EpochFigures:
     it = parts["it_kwh"]
     carbon_g, water_l, cost, energy = (_factor_rows(sim)[e] @ it).tolist()
     carbon, water = carbon_g / 1e3, water_l / 1e3
     n_int, ttft_sum = parts["n_int"], parts["ttft_sum"]
     ttft_mean = ttft_sum / n_int if n_int > 0 else float("nan")
     obj = float("nan")
-    if scales is not None:
-        k_c, k_w, k_d, k_l, k_s = scales
+    if coef is not None:
+        k_c, k_w, k_d, k_l, k_s = coef
         misses = parts["slo_misses"] + parts["dropped"]
         obj = k_c * carbon + k_w * water + k_d * cost + k_l * ttft_sum + k_s * misses
     return EpochFigures(
