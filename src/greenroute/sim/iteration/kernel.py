@@ -82,7 +82,9 @@ A_DEC_IN = 7  # decode inputs (output tokens after the first)
 A_PREEMPT = 8  # preemptions (requeued)
 A_DROP_PREEMPT = 9  # requests dropped at the preemption bound
 A_OUT_TOK = 10  # output tokens produced
-N_ACC = 11
+A_STEPS = 11  # iterations simulated one by one (diagnostic)
+A_JUMPS = 12  # runs of identical decode iterations simulated in one step (diagnostic)
+N_ACC = 13
 # --- completion log columns
 LI_REQ = 0
 LI_SERVER = 1
@@ -348,9 +350,10 @@ def _token_out(s, e, t, ei, ef):
 @njit(cache=True)
 def _iterate(s, cfg, cost, st):
     """Run one iteration of server ``s`` starting at ``clock[s]``; False if nothing ran."""
-    (server_type, _m, max_running, _ql, _bt, max_tokens, chunked, block_tokens, max_pre) = cfg
+    (server_type, _m, max_running, _ql, _bt, max_tokens, chunked, block_tokens, max_pre, _ff) = cfg
     ei, ef, qlen, run, nrun, clock = st[0], st[1], st[6], st[7], st[8], st[9]
     blocks_free, work_tok, acc = st[10], st[11], st[12]
+    st[17][s] = -1
     budget = max_tokens[s]
     rcap = max_running[s]
     for k in range(nrun[s]):
@@ -415,6 +418,7 @@ def _iterate(s, cfg, cost, st):
         cost[12], cost[13], cost[14], cost[15],
     )  # fmt: skip
     t_end = clock[s] + dur
+    acc[s, A_STEPS] += 1.0
     acc[s, A_ITER] += 1.0
     acc[s, A_BUSY_S] += dur
     acc[s, A_BATCH_SUM] += members
@@ -467,10 +471,128 @@ def _iterate(s, cfg, cost, st):
 
 
 @njit(cache=True)
+def _steady(s, cfg, cost, st):
+    """``_steady_scan`` cached in ``ff_k``/``ff_d`` until the server's state changes."""
+    ff_k, ff_d = st[17], st[18]
+    if ff_k[s] < 0:
+        k, d = _steady_scan(s, cfg, cost, st)
+        ff_k[s] = k
+        ff_d[s] = d
+    return ff_k[s], ff_d[s]
+
+
+@njit(cache=True)
+def _steady_scan(s, cfg, cost, st):
+    """``(k, d)``: the server's next ``k`` iterations are identical decode-only ones of ``d``
+    seconds, whatever the time, unless a request arrives: queue empty, every running request
+    decoding within the token budget, no completion before the ``k``-th, KV blocks enough for
+    all. ``k = 0`` when that does not hold."""
+    ei, qlen, run, nrun, blocks_free = st[0], st[6], st[7], st[8], st[10]
+    n = nrun[s]
+    if qlen[s] > 0 or n == 0 or n > cfg[5][s]:
+        return np.int64(0), 0.0
+    bt = cfg[7]
+    k = np.int64(1) << 40
+    k_safe = k
+    for j in range(n):
+        e = run[s, j]
+        if ei[s, e, EI_GEN] == 0 or ei[s, e, EI_PF_DONE] < ei[s, e, EI_PF_TARGET]:
+            return np.int64(0), 0.0
+        left = ei[s, e, EI_OUTPUT] - ei[s, e, EI_GEN]
+        if left < k:
+            k = left
+        room = ei[s, e, EI_BLOCKS] * bt - ei[s, e, EI_KV_TOK]
+        if room < k_safe:
+            k_safe = room
+    d = iteration_duration_s(cfg[0][s], 0, n, cost[0], cost[1], cost[2], cost[3], cost[4],
+                             cost[5], cost[6])  # fmt: skip
+    if d <= 0.0:
+        return np.int64(0), 0.0
+    if k > k_safe:
+        need = 0
+        for j in range(n):
+            e = run[s, j]
+            nb = (ei[s, e, EI_KV_TOK] + k + bt - 1) // bt - ei[s, e, EI_BLOCKS]
+            if nb > 0:
+                need += nb
+        if need > blocks_free[s]:
+            k = k_safe
+    return k, d
+
+
+@njit(cache=True)
+def _fast_forward(s, t_until, cfg, cost, st):
+    """Run ``k > 1`` identical decode-only iterations (``_steady``) that start before
+    ``t_until`` at once; splitwise-sim does the same ("contiguous iterations",
+    instance.py:412-421). Returns False (nothing done) when fewer than 2 qualify."""
+    ei, ef, run, nrun, clock = st[0], st[1], st[7], st[8], st[9]
+    blocks_free, work_tok, acc = st[10], st[11], st[12]
+    k, d = _steady(s, cfg, cost, st)
+    if k < 2:
+        return False
+    if t_until < np.inf:
+        k_time = np.int64(np.ceil((t_until - clock[s]) / d))
+        if k_time < k:
+            k = k_time
+    if k < 2:
+        return False
+    k_steady = st[17][s]
+    st[17][s] = k_steady - k if k < k_steady else -1
+    n = nrun[s]
+    bt = cfg[7]
+    t = cfg[0][s]
+    pw = iteration_power_w(
+        t, 0, n, float(cfg[5][s]), cost[7], cost[8], cost[9], cost[10], cost[11], cost[12],
+        cost[13], cost[14], cost[15],
+    )  # fmt: skip
+    t0 = clock[s]
+    t_end = t0 + k * d
+    acc[s, A_ITER] += k
+    acc[s, A_JUMPS] += 1.0
+    acc[s, A_BUSY_S] += k * d
+    acc[s, A_BATCH_SUM] += k * n
+    acc[s, A_TOKENS] += k * n
+    acc[s, A_ENERGY_J] += pw * k * d
+    acc[s, A_DEC_IN] += k * n
+    acc[s, A_OUT_TOK] += k * n
+    work_tok[s] -= k * n
+    j = 0
+    while j < nrun[s]:
+        e = run[s, j]
+        nb = (ei[s, e, EI_KV_TOK] + k + bt - 1) // bt - ei[s, e, EI_BLOCKS]
+        if nb > 0:
+            ei[s, e, EI_BLOCKS] += nb
+            blocks_free[s] -= nb
+        ei[s, e, EI_KV_TOK] += k
+        ei[s, e, EI_DEC_IN] += k
+        ei[s, e, EI_GEN] += k
+        ei[s, e, EI_SKIP] = 0
+        first = t0 + d - ef[s, e, EF_TLAST]
+        ef[s, e, EF_TBT_SUM] += first + (k - 1) * d
+        if first > ef[s, e, EF_TBT_MAX]:
+            ef[s, e, EF_TBT_MAX] = first
+        if d > ef[s, e, EF_TBT_MAX]:
+            ef[s, e, EF_TBT_MAX] = d
+        ef[s, e, EF_TLAST] = t_end
+        if ei[s, e, EI_GEN] >= ei[s, e, EI_OUTPUT]:
+            blocks_free[s] += ei[s, e, EI_BLOCKS]
+            ei[s, e, EI_BLOCKS] = 0
+            _log(s, e, DROP_NONE, t_end, st)
+            _remove_run(s, j, st)
+            _free_entry(s, e, st)
+            continue
+        j += 1
+    clock[s] = t_end
+    return True
+
+
+@njit(cache=True)
 def advance_server(s, t_until, cfg, cost, st):
     """Run the iterations of server ``s`` that start before ``t_until``."""
     qlen, nrun, clock = st[6], st[8], st[9]
     while (qlen[s] > 0 or nrun[s] > 0) and clock[s] < t_until:
+        if cfg[9] and _fast_forward(s, t_until, cfg, cost, st):
+            continue
         if not _iterate(s, cfg, cost, st):
             break
 
@@ -482,7 +604,7 @@ def advance(s0, s1, t_until, cfg, cost, st):
         advance_server(s, t_until, cfg, cost, st)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def fits(s, prompt, output, cfg):
     """Whether a request can ever fit server ``s``'s KV blocks."""
     bt = cfg[7]
@@ -517,6 +639,7 @@ def enqueue(s, req, t, prompt, output, cfg, cost, st):
     ef[s, e, EF_TLAST] = np.nan
     ef[s, e, EF_TBT_SUM] = 0.0
     ef[s, e, EF_TBT_MAX] = 0.0
+    st[17][s] = -1
     cap = q.shape[1]
     q[s, (qhead[s] + qlen[s]) % cap] = e
     qlen[s] += 1
@@ -550,9 +673,26 @@ LP_LEAST_LOADED = 2
 LP_RANDOM = 3
 
 
-@njit(cache=True)
-def _candidate(s, m, prompt, output, cfg):
-    return cfg[1][s] == m and fits(s, prompt, output, cfg)
+@njit(cache=True, inline="always")
+def _score_at(s, t, code, qlen, nrun, clock, work_tok, ff_k, ff_d, cfg, cost, st):
+    """Least-connections or least-loaded score of server ``s`` as advanced to ``t``. A steady
+    server (``_steady``, cached in ``ff_k``/``ff_d``) is not advanced: its state at ``t``
+    follows in closed form, so it can later run many iterations in one step. (The state arrays
+    come in separately from ``st``: this runs for every candidate of every arrival.)"""
+    if clock[s] < t:
+        if ff_k[s] < 0:
+            _steady(s, cfg, cost, st)
+        k = ff_k[s]
+        if k > 0:
+            m = np.int64(np.ceil((t - clock[s]) / ff_d[s]))
+            if m < k:
+                if code == LP_LEAST_CONNECTIONS:
+                    return float(nrun[s] + qlen[s])
+                return float(work_tok[s] - m * nrun[s])
+        advance_server(s, t, cfg, cost, st)
+    if code == LP_LEAST_CONNECTIONS:
+        return float(nrun[s] + qlen[s])
+    return float(work_tok[s])
 
 
 @njit(cache=True)
@@ -564,7 +704,9 @@ def run_arrivals(
 
     ``out_server[i]`` gets the chosen server (-1 when no server could take it); the outcome of
     every request (also later drops) lands in the state's completion log."""
-    qlen, nrun, work_tok, rr = st[6], st[8], st[11], st[13]
+    qlen, nrun, clock, work_tok, rr = st[6], st[8], st[9], st[11], st[13]
+    ff_k, ff_d = st[17], st[18]
+    server_model, blocks_total, bt = cfg[1], cfg[4], cfg[7]
     n = t_arr.shape[0]
     for i in range(n):
         r = region[i]
@@ -572,27 +714,29 @@ def run_arrivals(
         t = t_arr[i]
         p = prompt[i]
         o = output[i]
+        nb = (p + o + bt - 1) // bt  # KV blocks the request can come to hold (``fits``)
         s0 = region_start[r]
         s1 = region_start[r + 1]
         n_model = 0
         n_cand = 0
         for s in range(s0, s1):
-            if cfg[1][s] == m:
+            if server_model[s] == m:
                 n_model += 1
-                if fits(s, p, o, cfg):
+                if nb <= blocks_total[s]:
                     n_cand += 1
         out_server[i] = -1
         if n_cand == 0:
             reason = DROP_NO_SERVER if n_model == 0 else DROP_KV_OVERFLOW
             _drop_now(-1 if n_model == 0 else s0, req_id[i], t, p, o, reason, st)
             continue
+        all_cand = n_cand == s1 - s0
         code = lp_code[r]
         chosen = -1
         if code == LP_ROUND_ROBIN:
             nreg = s1 - s0
             for j in range(nreg):
                 s = s0 + (rr[r] + j) % nreg
-                if _candidate(s, m, p, o, cfg):
+                if all_cand or (server_model[s] == m and nb <= blocks_total[s]):
                     chosen = s
                     rr[r] = (s - s0 + 1) % nreg
                     break
@@ -601,7 +745,7 @@ def run_arrivals(
             if k >= n_cand:
                 k = n_cand - 1
             for s in range(s0, s1):
-                if _candidate(s, m, p, o, cfg):
+                if all_cand or (server_model[s] == m and nb <= blocks_total[s]):
                     if k == 0:
                         chosen = s
                         break
@@ -609,13 +753,11 @@ def run_arrivals(
         else:
             best = np.inf
             for s in range(s0, s1):
-                if not _candidate(s, m, p, o, cfg):
+                if not (all_cand or (server_model[s] == m and nb <= blocks_total[s])):
                     continue
-                advance_server(s, t, cfg, cost, st)
-                if code == LP_LEAST_CONNECTIONS:
-                    score = float(nrun[s] + qlen[s])
-                else:
-                    score = float(work_tok[s])
+                score = _score_at(
+                    s, t, code, qlen, nrun, clock, work_tok, ff_k, ff_d, cfg, cost, st
+                )
                 if score < best:
                     best = score
                     chosen = s

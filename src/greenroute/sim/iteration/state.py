@@ -58,6 +58,9 @@ class IterationConfig:
     chunked: np.ndarray  # bool: chunked prefill (Sarathi-Serve) instead of whole prompts
     block_tokens: int = BLOCK_TOKENS_DEFAULT
     max_preemptions: int = MAX_PREEMPTIONS_DEFAULT
+    # run runs of identical decode-only iterations in one step (same results up to float
+    # rounding of the times; off only to test that equivalence)
+    fast_forward: bool = True
 
     @classmethod
     def uniform(
@@ -71,6 +74,7 @@ class IterationConfig:
         chunked: bool = False,
         block_tokens: int = BLOCK_TOKENS_DEFAULT,
         max_preemptions: int = MAX_PREEMPTIONS_DEFAULT,
+        fast_forward: bool = True,
         server_type: int = 0,
         server_model: int = 0,
     ) -> IterationConfig:
@@ -87,6 +91,7 @@ class IterationConfig:
             chunked=full(chunked, np.bool_),
             block_tokens=block_tokens,
             max_preemptions=max_preemptions,
+            fast_forward=fast_forward,
         )
 
     def __post_init__(self) -> None:
@@ -118,6 +123,7 @@ class IterationConfig:
             self.chunked.astype(np.bool_),
             np.int64(self.block_tokens),
             np.int64(self.max_preemptions),
+            bool(self.fast_forward),
         )
 
 
@@ -139,6 +145,8 @@ class IterationState:
     work_tok: np.ndarray  # [S] tokens still to process (prefill + decode inputs), queued+running
     acc: np.ndarray  # [S, N_ACC]
     rr: np.ndarray  # [n_regions] round-robin pointers
+    ff_k: np.ndarray  # [S] cached steady run length (kernel ``_steady``); -1: unknown
+    ff_d: np.ndarray  # [S] cached steady iteration seconds
     log_i: np.ndarray = field(default_factory=lambda: np.zeros((0, N_LI), dtype=np.int64))
     log_f: np.ndarray = field(default_factory=lambda: np.zeros((0, N_LF)))
     log_n: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
@@ -164,11 +172,18 @@ class IterationState:
             work_tok=np.zeros(n, dtype=np.int64),
             acc=np.zeros((n, N_ACC)),
             rr=np.zeros(max(n_regions, 1), dtype=np.int64),
+            ff_k=np.full(n, -1, dtype=np.int64),
+            ff_d=np.zeros(n),
         )
 
     def copy(self) -> IterationState:
         """Deep copy of every array (a fork advanced alone leaves this state untouched)."""
         return IterationState(**{k: v.copy() for k, v in self.__dict__.items()})
+
+    def forget_cache(self) -> None:
+        """Drop the kernel's cached steady-run lengths; needed after editing the state or the
+        config (token budget, cost tables) from Python between kernel calls."""
+        self.ff_k[:] = -1
 
     def in_flight(self) -> int:
         return int(self.qlen.sum() + self.nrun.sum())
@@ -212,5 +227,5 @@ class IterationState:
         return (
             self.ei, self.ef, self.efree, self.nfree, self.q, self.qhead, self.qlen, self.run,
             self.nrun, self.clock, self.blocks_free, self.work_tok, self.acc, self.rr, self.log_i,
-            self.log_f, self.log_n,
+            self.log_f, self.log_n, self.ff_k, self.ff_d,
         )  # fmt: skip
