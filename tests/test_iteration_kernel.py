@@ -43,6 +43,7 @@ from greenroute.sim.iteration.kernel import (
     A_PF_FIRST,
     A_PREEMPT,
     A_RECOMP,
+    A_STEPS,
     A_TOKENS,
 )
 
@@ -317,7 +318,8 @@ def test_fast_forward_equals_iteration_by_iteration(data) -> None:
             np.testing.assert_allclose(fast[k], slow[k], rtol=1e-9, atol=1e-12)
         else:
             np.testing.assert_array_equal(fast[k], slow[k])
-    np.testing.assert_allclose(st_fast.acc, st_slow.acc, rtol=1e-9)
+    # all accumulators but the diagnostic step/jump counts
+    np.testing.assert_allclose(st_fast.acc[:, :A_STEPS], st_slow.acc[:, :A_STEPS], rtol=1e-9)
     np.testing.assert_allclose(st_fast.clock, st_slow.clock, rtol=1e-9)
     np.testing.assert_array_equal(st_fast.nrun, st_slow.nrun)
     np.testing.assert_array_equal(st_fast.qlen, st_slow.qlen)
