@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
+import greenroute
 from greenroute.core.errors import ConfigError
 from greenroute.core.objective import NO_TTFT_PENALTY, Objective
 from greenroute.core.types import ObjectiveWeights
@@ -73,3 +75,25 @@ def test_nan_ttft_is_a_penalty_not_zero_cost():
 def test_nan_ttft_without_interactive_requests_costs_nothing():
     none_asked = {**METRICS, "ttft_mean_s": math.nan, "interactive_requests": 0.0}
     assert Objective(ObjectiveWeights(), SCALES).terms(none_asked)["latency"] == 0.0
+
+
+@pytest.mark.realdata
+def test_cost_scale_is_the_gross_bill_when_prices_go_negative(data_dir):
+    """DE-LU's wholesale price is negative on sunny July 2023 afternoons, so local-only's net
+    cost undercounts the bill (and can reach <= 0 on short windows). The cost scale is the
+    gross bill sum |price x energy| over (epoch, region), i.e. sum |cost_usd| of the epochs."""
+    from greenroute.data.cache import use_cache
+    from greenroute.policies.registry import local_policy_factory
+    from greenroute.scenarios import resolve_scenario
+    from greenroute.sim.engine import prepare
+    from greenroute.sim.reference import reference_scales
+
+    with use_cache(False):
+        sc = resolve_scenario("geo3", days=2.0)
+        prep = prepare(sc, seed=0, data_dir=data_dir)
+        scales = reference_scales(prep, local_policy_factory("least-loaded"))
+        ref = greenroute.run(sc, "local-only", seed=0, data_dir=data_dir)
+    epochs_cost = ref.epochs["cost_usd"].to_numpy()
+    assert (epochs_cost < 0).any()  # the window has negative-price epochs
+    assert scales["cost_usd"] == pytest.approx(np.abs(epochs_cost).sum(), rel=1e-12)
+    assert scales["cost_usd"] > ref.metrics["cost_usd"] * (1 + 1e-6)

@@ -28,7 +28,7 @@ import numpy as np
 from greenroute.core.types import N_CLASSES, ClusterInfo, LocalPolicy, Observation, Plan
 
 # bump when the reference run's definition changes (the code fingerprint covers the rest)
-REFERENCE_FORMAT_VERSION = 1
+REFERENCE_FORMAT_VERSION = 2  # 2: gross (absolute) cost scale
 _MEMORY: dict[str, dict[str, float]] = {}
 
 
@@ -89,8 +89,14 @@ def _simulate(prep, local: Callable[[], LocalPolicy]) -> dict[str, float]:
     if sc.fidelity != "fluid":
         fprep = prepare(sc.with_options(fidelity="fluid"), seed=prep.seed, data_dir=prep.data_dir)
     sim = Simulation(fprep, LocalOnlyReference(), local, SimConfig(seed=prep.seed))
-    m = sim.run().metrics
+    res = sim.run()
+    m = res.metrics
     scales = {k: float(m[k]) for k in SCALE_KEYS}
+    # The cost scale is local-only's gross electricity bill, sum |price x energy| over epochs
+    # and regions: equal to its cost when prices are >= 0, and still a positive magnitude when
+    # negative wholesale prices (e.g. DE-LU, AU at midday) make the net cost <= 0. Prices are
+    # hourly and epochs divide the hour, so each (epoch, region) cost has one price's sign.
+    scales["cost_usd"] = float(np.abs(res.epochs["cost_usd"].to_numpy()).sum())
     scales["interactive_requests"] = float(m.get("interactive_requests", m["requests_total"]))
     scales["requests_total"] = float(m["requests_total"])
     return scales
