@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from greenroute.sim.fluid_kernel import numpy_sum
+from greenroute.sim.queueing_kernel import numpy_sum
 
 NEED_TOL = 1e-12  # heuristics.greedy_fill: demand below this is served
 MAX_REGIONS = 128  # numpy_sum reproduces numpy's pairwise sum up to its block size
