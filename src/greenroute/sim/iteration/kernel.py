@@ -168,7 +168,7 @@ def iteration_power_w(
     return idle_w[t] + (peak_w[t] - idle_w[t]) * u
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _log(s, e, drop, t_finish, st):
     ei, ef = st[0], st[1]
     log_i, log_f, log_n = st[14], st[15], st[16]
@@ -189,7 +189,7 @@ def _log(s, e, drop, t_finish, st):
     log_n[0] = k + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _remaining(s, e, ei):
     """Tokens entry ``e`` still has to process: prefill left + decode inputs left."""
     left_pf = ei[s, e, EI_PF_TARGET] - ei[s, e, EI_PF_DONE]
@@ -199,14 +199,14 @@ def _remaining(s, e, ei):
     return left_out
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _free_entry(s, e, st):
     efree, nfree = st[2], st[3]
     efree[s, nfree[s]] = e
     nfree[s] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _remove_run(s, k, st):
     run, nrun = st[7], st[8]
     for j in range(k, nrun[s] - 1):
@@ -214,7 +214,7 @@ def _remove_run(s, k, st):
     nrun[s] -= 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _push_front(s, e, st):
     q, qhead, qlen = st[4], st[5], st[6]
     cap = q.shape[1]
@@ -223,7 +223,7 @@ def _push_front(s, e, st):
     qlen[s] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _evict(s, k, max_pre, st):
     """Preempt (recompute) or, past the bound, drop the running entry at position ``k``."""
     ei, blocks_free, work_tok, acc = st[0], st[10], st[11], st[12]
@@ -257,7 +257,7 @@ def _evict(s, k, max_pre, st):
     _push_front(s, e, st)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _victim(s, st):
     """Position in ``run`` of the most recently admitted entry not decoding this iteration."""
     ei, run, nrun = st[0], st[7], st[8]
@@ -267,7 +267,7 @@ def _victim(s, st):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _schedule_decodes(s, tokens, budget, block_tokens, max_pre, st):
     """Give running decodes (skipped ones first) one token each while the budget lasts,
     growing their KV by a block when needed (preempting to find one). Returns tokens used."""
@@ -311,7 +311,7 @@ def _schedule_decodes(s, tokens, budget, block_tokens, max_pre, st):
     return tokens
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _admit(s, cap_tokens, block_tokens, reserve, st):
     """Move the queue head to the running set if it fits ``cap_tokens`` of prefill, the
     running cap and the free blocks less ``reserve``; returns the chunk scheduled (0: not)."""
@@ -334,7 +334,7 @@ def _admit(s, cap_tokens, block_tokens, reserve, st):
     return chunk
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _token_out(s, e, t, ei, ef):
     ei[s, e, EI_GEN] += 1
     if ei[s, e, EI_GEN] == 1:
@@ -347,7 +347,7 @@ def _token_out(s, e, t, ei, ef):
     ef[s, e, EF_TLAST] = t
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _iterate(s, cfg, cost, st):
     """Run one iteration of server ``s`` starting at ``clock[s]``; False if nothing ran."""
     (server_type, _m, max_running, _ql, _bt, max_tokens, chunked, block_tokens, max_pre, _ff) = cfg
@@ -470,7 +470,7 @@ def _iterate(s, cfg, cost, st):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _steady(s, cfg, cost, st):
     """``_steady_scan`` cached in ``ff_k``/``ff_d`` until the server's state changes."""
     ff_k, ff_d = st[17], st[18]
@@ -481,7 +481,7 @@ def _steady(s, cfg, cost, st):
     return ff_k[s], ff_d[s]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _steady_scan(s, cfg, cost, st):
     """``(k, d)``: the server's next ``k`` iterations are identical decode-only ones of ``d``
     seconds, whatever the time, unless a request arrives: queue empty, every running request
@@ -520,7 +520,7 @@ def _steady_scan(s, cfg, cost, st):
     return k, d
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _fast_forward(s, t_until, cfg, cost, st):
     """Run ``k > 1`` identical decode-only iterations (``_steady``) that start before
     ``t_until`` at once; splitwise-sim does the same ("contiguous iterations",
@@ -649,7 +649,7 @@ def enqueue(s, req, t, prompt, output, cfg, cost, st):
     return DROP_NONE
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _drop_now(s, req, t, prompt, output, drop, st):
     log_i, log_f, log_n = st[14], st[15], st[16]
     k = log_n[0]
