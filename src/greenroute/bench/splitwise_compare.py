@@ -1,0 +1,299 @@
+"""greenroute's iteration kernel side by side with splitwise-sim (issue 8, "How to know it is
+right").
+
+For every case of :mod:`greenroute.bench.splitwise_reference` the exact same requests
+(``case_requests``) are run through the compiled iteration kernel
+(:mod:`greenroute.sim.iteration`) with round robin over the case's instances (one Llama-2-70B
+TP8 instance per DGX-A100, as splitwise-sim's ``start_state=baseline``), and the figures
+splitwise-sim reported (``splitwise_reference.json``) are set beside greenroute's with the
+relative error. Two greenroute rows per case:
+
+``matched``
+    splitwise-sim's settings: token budget 2048, at most 512 running requests, whole prompts
+    (no chunked prefill; splitwise never chunks, performance_model.py:213-214), cost table from
+    the Splitwise profile (median by batch tokens, prompt / token / 1.1 x prompt for mixed
+    iterations), no waiting-queue bound, and splitwise's KV capacity: 8 x 80 GiB less 135e9 B
+    of weights at 2 x hidden x layers x 2 B per token (splitwise treats Llama-2-70B as MHA).
+    The kernel's KV is paged and grows with the output (splitwise reserves prompt + output up
+    front) and it preempts by recompute when blocks run out (splitwise never does).
+``default``
+    greenroute's own defaults for an LLM server (``IterationConfig.uniform``: vLLM-style paged
+    KV in 16-token blocks, recompute preemption bounded at 4, waiting queue of 1000) with the
+    KV capacity of greenroute's catalog: GQA (8 KV heads, 0.33 MB/token) and 10 % of HBM kept
+    for the runtime (``catalog.hardware.kv_capacity_bytes``). Budget 2048 and cap 512 as above.
+
+Statistics follow splitwise-sim (``scheduler.py``:153-184): TTFT = end of the prefill iteration
+- arrival, E2E = end of the last token's iteration - arrival, TBT = (E2E - TTFT) / output
+tokens, percentiles ``numpy.percentile`` (linear) over completed requests.
+
+Speed: greenroute's simulated requests per second of wall time in the kernel (compilation
+excluded: a warm-up run precedes the timing) against splitwise-sim's simulation-loop rate from
+the reference JSON, measured on this machine (shared: its load average is recorded there).
+
+Run::
+
+    .venv/bin/python -m greenroute.bench.splitwise_compare --data-dir ../shared/data [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from greenroute.bench.splitwise_reference import (
+    CASES,
+    DEFAULT_DATA_DIR,
+    DEFAULT_OUTPUT,
+    PERF_CSV_RELPATH,
+    Requests,
+    case_requests,
+)
+from greenroute.catalog.hardware import get_gpu, get_llm, kv_capacity_bytes
+from greenroute.core.errors import ConfigError, DataFormatError
+from greenroute.sim.iteration import (
+    DROP_NONE,
+    LP_ROUND_ROBIN,
+    CostArrays,
+    IterationConfig,
+    IterationState,
+    run_arrivals,
+    splitwise_cost_table,
+    stack_cost_tables,
+)
+
+REFERENCE_JSON = DEFAULT_OUTPUT
+MODEL = "llama2-70b"
+HARDWARE = "a100-80gb"
+TENSOR_PARALLEL = 8  # splitwise-sim configs/start_state/baseline.yaml: one TP8 instance per DGX
+BLOCK_TOKENS = 16  # vLLM's default KV block (the kernel's BLOCK_TOKENS_DEFAULT)
+MAX_BATCHED_TOKENS = 2048  # splitwise-sim baseline.yaml max_batch_tokens
+MAX_RUNNING = 512  # splitwise-sim baseline.yaml max_batch_size
+
+# splitwise-sim's KV accounting (request.py:296-306, instance.py:56-59, model_repo sizes and
+# hardware_repo processors/a100-80gb.yaml): 2 x hidden 8192 x 80 layers x fp16 2 B per token
+# (no GQA), memory 8 x 80 GiB, Llama-2-70B weights 135e9 B.
+SPLITWISE_KV_BYTES_PER_TOKEN = 2 * 8192 * 80 * 2
+SPLITWISE_INSTANCE_MEMORY_B = 8 * 80 * 2**30
+SPLITWISE_WEIGHTS_B = 135e9
+SPLITWISE_KV_TOKENS = int(
+    (SPLITWISE_INSTANCE_MEMORY_B - SPLITWISE_WEIGHTS_B) // SPLITWISE_KV_BYTES_PER_TOKEN
+)  # fmt: skip  (210,645)
+
+CONFIGS = ("matched", "default")
+FIGURES = (
+    ("ttft_p50_s", "TTFT p50"),
+    ("ttft_p99_s", "TTFT p99"),
+    ("e2e_p50_s", "E2E p50"),
+    ("e2e_p99_s", "E2E p99"),
+    ("e2e_mean_s", "E2E mean"),
+    ("tbt_mean_s", "TBT mean"),
+)
+TARGET_REL = 0.10  # issue 8: within 10 % of splitwise-sim on every figure
+
+
+@dataclass(frozen=True)
+class KernelRun:
+    """Per-request outcome of one case in greenroute's kernel, in request-id order."""
+
+    ttft_s: np.ndarray  # NaN if dropped
+    e2e_s: np.ndarray  # NaN if dropped
+    output_tokens: np.ndarray
+    drop: np.ndarray  # drop code (0 = completed)
+    n_preempt: np.ndarray
+    kernel_wall_s: float
+
+    @property
+    def completed(self) -> np.ndarray:
+        return self.drop == DROP_NONE
+
+
+def llama70b_cost(data_dir: Path) -> CostArrays:
+    """Llama-2-70B TP8 on A100-80GB from splitwise's profile (the kernel's cost helper)."""
+    gpu = get_gpu(HARDWARE)
+    tab = splitwise_cost_table(
+        data_dir / PERF_CSV_RELPATH, MODEL, HARDWARE, TENSOR_PARALLEL,
+        tdp_w=gpu.tdp_w, host_w=gpu.host_share_w * TENSOR_PARALLEL,
+    )  # fmt: skip
+    return stack_cost_tables([tab])
+
+
+def default_kv_blocks() -> int:
+    """KV blocks of one instance in greenroute's catalog (GQA, runtime reserve)."""
+    llm, gpu = get_llm(MODEL), get_gpu(HARDWARE)
+    tokens = kv_capacity_bytes(llm, gpu, TENSOR_PARALLEL) / llm.kv_bytes_per_token
+    return int(tokens // BLOCK_TOKENS)
+
+
+def iteration_config(kind: str, n_servers: int, n_requests: int) -> IterationConfig:
+    """The kernel configuration of one row (see the module docstring)."""
+    if kind == "matched":
+        return IterationConfig.uniform(
+            n_servers, blocks_total=SPLITWISE_KV_TOKENS // BLOCK_TOKENS, max_running=MAX_RUNNING,
+            queue_limit=max(n_requests, 1), max_batched_tokens=MAX_BATCHED_TOKENS,
+            chunked=False, block_tokens=BLOCK_TOKENS,
+        )  # fmt: skip
+    if kind == "default":
+        return IterationConfig.uniform(
+            n_servers, blocks_total=default_kv_blocks(), max_running=MAX_RUNNING,
+            max_batched_tokens=MAX_BATCHED_TOKENS, chunked=False, block_tokens=BLOCK_TOKENS,
+        )  # fmt: skip
+    raise ConfigError(f"unknown comparison config {kind!r}; choose from {', '.join(CONFIGS)}")
+
+
+def run_kernel(
+    requests: Requests, n_servers: int, cost: CostArrays, kind: str = "matched"
+) -> KernelRun:
+    """Round robin over ``n_servers`` instances of one region; every request run to its end."""
+    n = int(requests.arrival_s.size)
+    cfg = iteration_config(kind, n_servers, n)
+    st = IterationState.empty(cfg, 1)
+    t_arr = np.asarray(requests.arrival_s, dtype=np.float64)
+    zeros = np.zeros(n, dtype=np.int64)
+    t0 = time.perf_counter()
+    run_arrivals(
+        st, cfg, cost, t_arr, zeros, zeros, np.arange(n, dtype=np.int64),
+        np.asarray(requests.prompt_tokens, dtype=np.int64),
+        np.asarray(requests.output_tokens, dtype=np.int64), np.zeros(n), np.inf,
+        np.array([0, n_servers], dtype=np.int64), np.array([LP_ROUND_ROBIN], dtype=np.int64),
+    )  # fmt: skip
+    wall_s = time.perf_counter() - t0
+    log = st.drain_log()
+    if log["req"].size != n or st.in_flight() != 0:
+        raise RuntimeError(f"kernel logged {log['req'].size} of {n} requests")
+    order = np.argsort(log["req"])
+    drop = log["drop"][order]
+    t_arrive = log["t_arrive_s"][order]
+    done = drop == DROP_NONE
+    ttft = np.where(done, log["t_first_s"][order] - t_arrive, np.nan)
+    e2e = np.where(done, log["t_finish_s"][order] - t_arrive, np.nan)
+    return KernelRun(
+        ttft_s=ttft,
+        e2e_s=e2e,
+        output_tokens=np.asarray(requests.output_tokens, dtype=np.int64),
+        drop=drop,
+        n_preempt=log["n_preempt"][order],
+        kernel_wall_s=wall_s,
+    )
+
+
+def summarise(run: KernelRun) -> dict[str, float]:
+    """splitwise-sim's statistics over the completed requests."""
+    ok = run.completed
+    ttft, e2e = run.ttft_s[ok], run.e2e_s[ok]
+    tbt = (e2e - ttft) / run.output_tokens[ok]  # splitwise scheduler.py:171-172
+    n_ok = int(ok.sum())
+    return {
+        "ttft_p50_s": float(np.percentile(ttft, 50)),
+        "ttft_p99_s": float(np.percentile(ttft, 99)),
+        "e2e_p50_s": float(np.percentile(e2e, 50)),
+        "e2e_p99_s": float(np.percentile(e2e, 99)),
+        "e2e_mean_s": float(np.mean(e2e)),
+        "tbt_mean_s": float(np.mean(tbt)),
+        "completed": n_ok,
+        "dropped": int((~ok).sum()),
+        "preemptions": int(run.n_preempt.sum()),
+        "requests_per_s_simulated": n_ok / run.kernel_wall_s if run.kernel_wall_s > 0 else np.inf,
+    }
+
+
+def reference_figures(ref_case: dict) -> dict[str, float]:
+    """splitwise-sim's figures of one case, under this module's names."""
+    return {
+        "ttft_p50_s": ref_case["ttft_s"]["p50"],
+        "ttft_p99_s": ref_case["ttft_s"]["p99"],
+        "e2e_p50_s": ref_case["e2e_s"]["p50"],
+        "e2e_p99_s": ref_case["e2e_s"]["p99"],
+        "e2e_mean_s": ref_case["e2e_s"]["mean"],
+        "tbt_mean_s": ref_case["tbt_s"]["mean"],
+        "completed": ref_case["completed"],
+        "requests_per_s_simulated": ref_case["requests_per_s_simulated"],
+    }
+
+
+def load_reference(path: Path = REFERENCE_JSON) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataFormatError(path, f"cannot read the splitwise reference: {exc}") from None
+
+
+def compare_case(name: str, data_dir: Path, cost: CostArrays, reference: dict) -> dict:
+    """Both greenroute rows of one case beside splitwise-sim's, with relative errors."""
+    if name not in reference["cases"]:
+        raise ConfigError(f"case {name!r} is not in the reference; {', '.join(reference['cases'])}")
+    ref_case = reference["cases"][name]
+    reqs = case_requests(name, data_dir)
+    ref = reference_figures(ref_case)
+    rows = {}
+    for kind in CONFIGS:
+        gr = summarise(run_kernel(reqs, CASES[name].dgx_a100_count, cost, kind))
+        rel = {k: gr[k] / ref[k] - 1.0 for k, _ in FIGURES}
+        rows[kind] = {**gr, "rel_err": rel, "worst_abs_rel_err": max(abs(v) for v in rel.values())}
+    return {
+        "requests": int(reqs.arrival_s.size),
+        "servers": CASES[name].dgx_a100_count,
+        "splitwise": ref,
+        **rows,
+    }
+
+
+def format_table(results: dict[str, dict]) -> str:
+    """Side-by-side text table: splitwise, then each greenroute row with relative errors."""
+    head = f"{'case / row':<34}" + "".join(f"{lbl:>17}" for _, lbl in FIGURES)
+    head += f"{'drop':>6}{'preempt':>8}{'req/s':>10}"
+    lines = [head, "-" * len(head)]
+    for name, res in results.items():
+        ref = res["splitwise"]
+        lines.append(
+            f"{name + ' (' + str(res['requests']) + ' req, ' + str(res['servers']) + ' inst)':<34}"
+        )
+        lines.append(
+            f"{'  splitwise-sim':<34}"
+            + "".join(f"{ref[k]:>17.4f}" for k, _ in FIGURES)
+            + f"{'':>6}{'':>8}{ref['requests_per_s_simulated']:>10.0f}"
+        )
+        for kind in CONFIGS:
+            row = res[kind]
+            cells = "".join(f"{row[k]:>9.4f} {100 * row['rel_err'][k]:+6.1f}%" for k, _ in FIGURES)
+            lines.append(
+                f"{'  greenroute ' + kind:<34}{cells}{row['dropped']:>6}{row['preemptions']:>8}"
+                f"{row['requests_per_s_simulated']:>10.0f}"
+            )
+        speed = res["matched"]["requests_per_s_simulated"] / ref["requests_per_s_simulated"]
+        lines.append(f"{'  speed ratio greenroute/splitwise':<34} {speed:.0f}x")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--reference", type=Path, default=REFERENCE_JSON)
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args(argv)
+    names = [n for n in args.cases.split(",") if n]
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {unknown}; choose from {', '.join(CASES)}")
+    reference = load_reference(args.reference)
+    cost = llama70b_cost(args.data_dir)
+    run_kernel(case_requests("micro_1dgx"), 1, cost)  # compile (or load numba's cache)
+    results = {n: compare_case(n, args.data_dir, cost, reference) for n in names}
+    if args.json:
+        print(json.dumps(results, indent=1))
+    else:
+        print(format_table(results))
+        worst = max(
+            (res[k]["worst_abs_rel_err"], n, k) for n, res in results.items() for k in CONFIGS
+        )
+        print(f"worst |relative error|: {100 * worst[0]:.1f} % ({worst[1]}, {worst[2]})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
