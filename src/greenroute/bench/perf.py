@@ -135,7 +135,7 @@ LP12_REGIONS = ("DE-LU", "CL-SIC", "US-CAL-CISO", "AU-NSW", "SG", "US-NY-NYIS", 
 
 
 def child_lp_latency() -> dict:
-    from greenroute.api import run
+    from greenroute.bench.runner import prepare_checked, run_prepared
     from greenroute.catalog import get_region
     from greenroute.data.workload import WorkloadSpec
     from greenroute.sim.cluster import uniform_cluster
@@ -161,8 +161,9 @@ def child_lp_latency() -> dict:
         real_data=False,
     )
     out = {}
+    prep, _ = prepare_checked(sc)
     for h in (8, 48):
-        res = run(sc, "lp-mpc", policy_options={"horizon": h})
+        res = run_prepared(prep, "lp-mpc", policy_options={"horizon": h})
         summ = res.extras["policy_summary"]
         out[f"h{h}_plan_ms_mean"] = summ["plan_ms_mean"]
         out[f"h{h}_plan_ms_p95"] = summ["plan_ms_p95"]
@@ -170,11 +171,12 @@ def child_lp_latency() -> dict:
 
 
 def child_oracle_geo10() -> dict:
-    from greenroute.api import run
+    from greenroute.bench.runner import prepare_checked, run_prepared
 
     data_dir = _default_data_dir()
     t0 = time.perf_counter()
-    res = run("geo10", "oracle", data_dir=data_dir)
+    prep, _ = prepare_checked("geo10", data_dir=data_dir)
+    res = run_prepared(prep, "oracle")
     summ = res.extras["policy_summary"]
     return {
         "data": "real" if data_dir else "embedded",
