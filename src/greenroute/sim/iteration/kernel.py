@@ -673,22 +673,18 @@ LP_LEAST_LOADED = 2
 LP_RANDOM = 3
 
 
-@njit(cache=True, inline="always")
-def _score_at(s, t, code, qlen, nrun, clock, work_tok, ff_k, ff_d, cfg, cost, st):
-    """Least-connections or least-loaded score of server ``s`` as advanced to ``t``. A steady
-    server (``_steady``, cached in ``ff_k``/``ff_d``) is not advanced: its state at ``t``
-    follows in closed form, so it can later run many iterations in one step. (The state arrays
-    come in separately from ``st``: this runs for every candidate of every arrival.)"""
+@njit(cache=True)
+def _score_slow(s, t, code, cfg, cost, st):
+    """Least-connections or least-loaded score of server ``s`` advanced to ``t``, when the
+    closed form in ``run_arrivals`` does not apply (its steady run unknown, or too short)."""
+    qlen, nrun, clock, work_tok = st[6], st[8], st[9], st[11]
     if clock[s] < t:
-        if ff_k[s] < 0:
-            _steady(s, cfg, cost, st)
-        k = ff_k[s]
-        if k > 0:
-            m = np.int64(np.ceil((t - clock[s]) / ff_d[s]))
-            if m < k:
-                if code == LP_LEAST_CONNECTIONS:
-                    return float(nrun[s] + qlen[s])
-                return float(work_tok[s] - m * nrun[s])
+        k, d = _steady(s, cfg, cost, st)
+        m = np.int64(np.ceil((t - clock[s]) / d)) if k > 0 else k
+        if k > 0 and m < k:
+            if code == LP_LEAST_CONNECTIONS:
+                return float(nrun[s] + qlen[s])
+            return float(work_tok[s] - m * nrun[s])
         advance_server(s, t, cfg, cost, st)
     if code == LP_LEAST_CONNECTIONS:
         return float(nrun[s] + qlen[s])
@@ -755,9 +751,25 @@ def run_arrivals(
             for s in range(s0, s1):
                 if not (all_cand or (server_model[s] == m and nb <= blocks_total[s])):
                     continue
-                score = _score_at(
-                    s, t, code, qlen, nrun, clock, work_tok, ff_k, ff_d, cfg, cost, st
-                )
+                # a steady server (``_steady``, cached in ff_k/ff_d) is not advanced: its state
+                # at ``t`` follows in closed form, so it later runs many iterations in one step.
+                # Inline on purpose: any call taking the state tuples costs ~90 atomic
+                # reference-count updates (measured with perf: most of the run time).
+                if clock[s] >= t:
+                    steady = True
+                    m = np.int64(0)
+                else:
+                    steady = False
+                    if ff_k[s] > 0:
+                        m = np.int64(np.ceil((t - clock[s]) / ff_d[s]))
+                        steady = m < ff_k[s]
+                if steady:
+                    if code == LP_LEAST_CONNECTIONS:
+                        score = float(nrun[s] + qlen[s])
+                    else:
+                        score = float(work_tok[s] - m * nrun[s])
+                else:
+                    score = _score_slow(s, t, code, cfg, cost, st)
                 if score < best:
                     best = score
                     chosen = s
