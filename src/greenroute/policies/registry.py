@@ -17,12 +17,8 @@ from greenroute.core.types import GeoPolicy, LocalPolicy
 def _load_geo_builtins() -> None:
     from greenroute.policies import heuristics  # noqa: F401  (registers on import)
 
-    try:  # pymoo (nsga2) is optional; scipy (lp-mpc, oracle, admm) is a core dependency
-        from greenroute.policies.optimize import nsga2  # noqa: F401
-    except ModuleNotFoundError as exc:
-        if exc.name != "pymoo":
-            raise
-    from greenroute.policies.optimize import admm, lp  # noqa: F401
+    # nsga2 imports its optional pymoo only when built (a clear error names the extra)
+    from greenroute.policies.optimize import admm, lp, nsga2  # noqa: F401
 
 
 def _load_local_builtins() -> None:

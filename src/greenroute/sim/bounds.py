@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -177,7 +178,20 @@ def check_timestamps(sc: Scenario) -> None:
 
 def real_data_span(data_dir: Path, region: str) -> tuple[pd.Timestamp, pd.Timestamp] | None:
     """First and last UTC hour that all three signal files of ``region`` cover (None when the
-    data directory does not list the region: ``prepare`` reports that)."""
+    data directory does not list the region: ``prepare`` reports that). Cached per file
+    version (path, size, mtime), so repeated checks in one process read nothing."""
+    grid = Path(data_dir) / "grid"
+    stamp = tuple(
+        (p.name, p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(grid.rglob("*")) if p.is_file()
+    )  # fmt: skip
+    return _real_data_span(str(data_dir), region, stamp)
+
+
+@functools.lru_cache(maxsize=256)
+def _real_data_span(
+    data_dir: str, region: str, _stamp: tuple
+) -> tuple[pd.Timestamp, pd.Timestamp] | None:
     from greenroute.data.signals import (
         load_carbon_intensity,
         load_price,

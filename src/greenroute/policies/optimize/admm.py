@@ -256,4 +256,3 @@ class ADMMPolicy(_LPBase):
             cen = sum(r["central_objective"] for r in self.records if "gap" in r)
             out["gap_total"] = (adm - cen) / max(abs(cen), 1e-300)
         return out
-

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from greenroute.core.errors import InfeasibleConstraintsError
 from greenroute.core.types import Observation
@@ -100,6 +99,8 @@ def solve_epoch_lp(prob: EpochProblem) -> tuple[np.ndarray, float]:
     Solved in the same scaled units as ADMM (``y = x / S``, objective x ``cost_scale / S``):
     HiGHS's tolerances are absolute, and in raw units (counts ~1e5, congestion slopes ~1e-5
     per slot) its epigraph rows were met only to ~1e-5, i.e. a wrong optimum."""
+    from scipy.optimize import linprog  # lazy: ~0.3 s import
+
     n_c, n_o, n_r = prob.ok.shape
     pc, po, pr = np.nonzero(prob.ok)
     n_x = pc.size

@@ -28,7 +28,6 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from greenroute.core.errors import ConfigError, InfeasibleConstraintsError
 from greenroute.core.objective import objective_weights_option
@@ -65,6 +64,8 @@ def solve_horizon_lp(
     ``xi[h, o, r]`` interactive, ``xd[h, o, r]`` deferrable routed, ``d[h, o]`` deferrable
     dispatched, ``pool[h, o]`` held after step h, ``busy[h, r]`` busy slots.
     """
+    from scipy.optimize import linprog  # lazy: ~0.3 s import
+
     t_start = time.perf_counter()
     h1 = model.horizon + 1 if steps is None else max(1, min(model.horizon + 1, int(steps)))
     _, n_o, n_r = model.pair_ok.shape

@@ -38,14 +38,13 @@ each epoch's search derives from the ``reset`` seed and the epoch, so runs are r
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
 import numpy as np
-from pymoo.algorithms.moo.nsga2 import NSGA2
-from pymoo.config import Config
-from pymoo.core.problem import Problem
 
+from greenroute.core.errors import ConfigError
 from greenroute.core.objective import objective_weights_option
 from greenroute.core.types import ClusterInfo, ObjectiveWeights, Observation, Plan
 from greenroute.policies.optimize.model import (
@@ -58,8 +57,6 @@ from greenroute.policies.optimize.model import (
     scale,
 )
 from greenroute.policies.registry import register_geo_policy
-
-Config.warnings["not_compiled"] = False  # pymoo would print its notice on stdout (--json)
 
 OBJECTIVES = ("carbon_kg", "water_m3", "cost_usd", "ttft_mean_s")
 GREEDY_TARGETS = (0.5, 0.6, 0.7, 0.8, 0.9)  # target utilisations of the seeded greedy fills
@@ -274,21 +271,39 @@ def capacity_shares(ep: EpochProblem) -> np.ndarray:
     return w / np.maximum(w.sum(axis=-1, keepdims=True), 1e-12)
 
 
-class _EpochMOP(Problem):
-    """pymoo problem over the genes; records the best J seen (the incumbent)."""
+@functools.cache
+def _pymoo() -> tuple[type, type]:
+    """(pymoo's NSGA2, the epoch problem class), imported on first use: pymoo is the optional
+    ``[opt]`` extra and takes ~0.3 s to import, which every other policy's run should not pay."""
+    try:
+        from pymoo.algorithms.moo.nsga2 import NSGA2
+        from pymoo.config import Config
+        from pymoo.core.problem import Problem
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "pymoo":
+            raise
+        raise ConfigError(
+            "policy 'nsga2' needs pymoo: install the [opt] extra (pip install 'greenroute[opt]')"
+        ) from None
+    Config.warnings["not_compiled"] = False  # pymoo would print its notice on stdout (--json)
 
-    def __init__(self, ep: EpochProblem) -> None:
-        super().__init__(n_var=ep.n_genes, n_obj=len(OBJECTIVES), xl=0.0, xu=1.0)
-        self.ep = ep
-        self.best_j = np.inf
-        self.best_x: np.ndarray | None = None
+    class EpochMOP(Problem):
+        """pymoo problem over the genes; records the best J seen (the incumbent)."""
 
-    def _evaluate(self, x, out, *args, **kwargs):
-        f, j = self.ep.evaluate(self.ep.shares(x))
-        k = int(np.argmin(j))
-        if j[k] < self.best_j:
-            self.best_j, self.best_x = float(j[k]), np.array(x[k], dtype=float)
-        out["F"] = f
+        def __init__(self, ep: EpochProblem) -> None:
+            super().__init__(n_var=ep.n_genes, n_obj=len(OBJECTIVES), xl=0.0, xu=1.0)
+            self.ep = ep
+            self.best_j = np.inf
+            self.best_x: np.ndarray | None = None
+
+        def _evaluate(self, x, out, *args, **kwargs):
+            f, j = self.ep.evaluate(self.ep.shares(x))
+            k = int(np.argmin(j))
+            if j[k] < self.best_j:
+                self.best_j, self.best_x = float(j[k]), np.array(x[k], dtype=float)
+            out["F"] = f
+
+    return NSGA2, EpochMOP
 
 
 @register_geo_policy(
@@ -317,6 +332,7 @@ class NSGA2Policy:
         max_utilisation: float = DEFAULT_MAX_UTILISATION,
     ) -> None:
         self.weights = objective_weights_option(weights)
+        _pymoo()  # the optional extra must be installed (one clear error otherwise)
         self.pop_size = max(int(pop_size), 4)
         self.generations = max(int(generations), 1)
         self.patience = max(int(patience), 1)
@@ -384,7 +400,8 @@ class NSGA2Policy:
     def _search(self, obs: Observation, ep: EpochProblem, w) -> tuple[np.ndarray, int, int]:
         ss = np.random.SeedSequence([self.seed, int(obs.epoch), 0x5A2])
         rng = np.random.default_rng(ss)
-        problem = _EpochMOP(ep)
+        NSGA2, EpochMOP = _pymoo()
+        problem = EpochMOP(ep)
         algo = NSGA2(pop_size=self.pop_size, sampling=self._initial(obs, ep, w, rng))
         algo.setup(
             problem,
