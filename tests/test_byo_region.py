@@ -12,8 +12,8 @@ import pytest
 
 from greenroute.catalog import REGIONS
 from greenroute.core.errors import ConfigError, DataFormatError, UnknownNameError
+from greenroute.data.grid_loaders import load_region_signals
 from greenroute.data.regions import data_dir_regions, get_region
-from greenroute.data.signals import load_region_signals
 from greenroute.data.workload import WorkloadSpec
 from greenroute.physics.network import latency_matrix_s
 from greenroute.sim.cluster import uniform_cluster

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from greenroute.data import cache
-from greenroute.data import signals as S
+from greenroute.data import grid_loaders as S
 
 CI_HEADER = (
     "Datetime (UTC),Carbon Intensity gCO₂eq/kWh (direct),Carbon Intensity gCO₂eq/kWh (LCA),"

@@ -1,4 +1,4 @@
-"""Corrections applied on top of the shared data files (documented in signals.py)."""
+"""Corrections applied on top of the shared data files (documented in data/grid_loaders.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import gzip
 import pandas as pd
 import pytest
 
-from greenroute.data.signals import AUD_TO_USD, load_region_signals
+from greenroute.data.grid_loaders import AUD_TO_USD, load_region_signals
 
 
 @pytest.mark.realdata

@@ -16,6 +16,7 @@ from scipy import stats
 
 from greenroute.catalog.regions import SIGNAL_REGIONS
 from greenroute.core.errors import ConfigError, DataFormatError, UnknownNameError
+from greenroute.data.grid_loaders import SIGNAL_COLUMNS, load_region_signals
 from greenroute.data.paths import file_sha256
 from greenroute.data.profile_stats import (
     NORMAL_SCORE_GRID,
@@ -34,7 +35,6 @@ from greenroute.data.profiles import (
     profile_source_series,
     save_profiles,
 )
-from greenroute.data.signals import SIGNAL_COLUMNS, load_region_signals
 from greenroute.data.synth_signals import synthesize_region_signals
 
 CI, LCA, LOW, REN, PRICE, TEMP, RH = SIGNAL_COLUMNS

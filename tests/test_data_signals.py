@@ -1,4 +1,4 @@
-"""Loaders of the real grid signal files (greenroute.data.signals).
+"""Loaders of the real grid signal files (greenroute.data.grid_loaders).
 
 Expected values are read by hand from specific rows of ``shared/data/grid`` (quoted in the
 comments) or follow from PROVENANCE.md §2; the bad-file tests write small files to tmp_path.
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from greenroute.catalog.regions import SIGNAL_REGIONS
 from greenroute.core.errors import ConfigError, DataFormatError, UnknownNameError
-from greenroute.data.signals import (
+from greenroute.data.grid_loaders import (
     DUPLICATED_PRICE_YEARS,
     EUR_TO_USD,
     SIGNAL_COLUMNS,

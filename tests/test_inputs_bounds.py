@@ -148,7 +148,7 @@ def test_window_past_the_real_data_names_the_last_hour(data_dir):
 @pytest.mark.realdata
 def test_real_data_limit_agrees_with_the_loader(data_dir):
     """The loader reads exactly the hours the check allows (the boundary, one epoch past)."""
-    from greenroute.sim.signals import build_epoch_signals
+    from greenroute.sim.epoch_signals import build_epoch_signals
 
     sc = get_scenario("geo3")
     for n, fits in ((52599, True), (52600, False)):

@@ -14,7 +14,7 @@ from greenroute.data import au_normals as A
 from greenroute.data.perf_knots import embedded_knots
 from greenroute.physics.llm_perf import available_perf
 from greenroute.scenarios import au_edge, get_scenario, marlin, scenario_names
-from greenroute.sim.signals import HOURLY_COLUMNS, hourly_signals
+from greenroute.sim.epoch_signals import HOURLY_COLUMNS, hourly_signals
 
 AVAILABLE_PERF = available_perf(embedded_knots())
 
@@ -212,7 +212,7 @@ def test_daily_anomaly_has_the_documented_sigma_and_phi(key):
     ("region", "spec"), [("AU-NSW", A.SYDNEY_ANOMALY), ("AU-VIC", A.MELBOURNE_ANOMALY)]
 )
 def test_anomaly_parameters_are_the_fit_on_the_real_series(region, spec, data_dir):
-    from greenroute.data.signals import load_region_signals
+    from greenroute.data.grid_loaders import load_region_signals
 
     s = load_region_signals(
         data_dir, region, "2021-01-01", pd.Timestamp("2024-12-31 12:00", tz="UTC")
@@ -266,7 +266,7 @@ def test_cited_factors():
 
 @pytest.mark.realdata
 def test_borrowed_carbon_shape_follows_the_source_at_the_same_local_time(env_data):
-    from greenroute.data.signals import load_region_signals
+    from greenroute.data.grid_loaders import load_region_signals
 
     start = pd.Timestamp("2024-01-14 13:00", tz="UTC")
     per = A.hourly_signals("AU-WA-PER", start, 48, 0)

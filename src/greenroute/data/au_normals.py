@@ -69,7 +69,7 @@ from scipy import signal as sp_signal
 
 from greenroute.catalog.regions import NORMALS_REGIONS, Region
 from greenroute.core.errors import UnknownNameError
-from greenroute.data.signals import AUD_TO_USD, HOURLY_COLUMNS, KWH_PER_MWH
+from greenroute.data.grid_loaders import AUD_TO_USD, HOURLY_COLUMNS, KWH_PER_MWH
 
 __all__ = [
     "AUD_TO_USD",
@@ -497,7 +497,7 @@ def _source_year(source: str, year: int, seed: int, root: str | None) -> tuple[n
 
 
 def _real_source(root: Path, source: str, grid: pd.DatetimeIndex) -> np.ndarray | None:
-    from greenroute.data.signals import load_carbon_intensity, load_price, load_regions_index
+    from greenroute.data.grid_loaders import load_carbon_intensity, load_price, load_regions_index
 
     index = load_regions_index(root)
     if source not in index.index:
@@ -586,8 +586,8 @@ def hourly_signals(
     key: str, start_utc: pd.Timestamp, hours: int, seed: int, *, anomaly: bool = True
 ) -> pd.DataFrame:
     """Hourly signals of an Australian normals region with the columns of
-    :data:`greenroute.data.signals.HOURLY_COLUMNS` on a tz-aware UTC hourly index of exactly
-    ``hours`` rows (what greenroute.sim.signals expects of a signal source)."""
+    :data:`greenroute.data.grid_loaders.HOURLY_COLUMNS` on a tz-aware UTC hourly index of exactly
+    ``hours`` rows (what greenroute.sim.epoch_signals expects of a signal source)."""
     city, g = _city(key), GRID_FIGURES[key]
     index = _utc_index(start_utc, hours)
     weather = hourly_weather(city.key, index, seed, anomaly=anomaly)

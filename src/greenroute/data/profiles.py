@@ -3,7 +3,7 @@
 The real hourly files (``shared/data/grid``) are not shipped; what ships is
 ``embedded/signal_profiles.npz``, a few hundred kB of statistics derived from them by
 :mod:`greenroute.data.build_profiles`. For each of the 16 regions and each of the
-:data:`~greenroute.data.signals.SIGNAL_COLUMNS` it holds:
+:data:`~greenroute.data.grid_loaders.SIGNAL_COLUMNS` it holds:
 
 * ``mean``, ``std`` (12 x 24): month x UTC-hour mean and standard deviation over 2021-2024;
 * the marginal distribution of the standardized residual ``z = (x - mean) / std`` per calendar
@@ -40,6 +40,15 @@ import pandas as pd
 from scipy import special
 
 from greenroute.core.errors import DataFormatError, UnknownNameError
+from greenroute.data.grid_loaders import (
+    DUPLICATED_PRICE_YEARS,
+    SIGNAL_COLUMNS,
+    load_carbon_intensity,
+    load_price,
+    load_regions_index,
+    load_weather,
+    price_correction,
+)
 from greenroute.data.profile_stats import (
     _N_HOURS,
     _N_MONTHS,
@@ -51,15 +60,6 @@ from greenroute.data.profile_stats import (
     _normal_scores,
     lag1_autocorr,
     standardized_residual,
-)
-from greenroute.data.signals import (
-    DUPLICATED_PRICE_YEARS,
-    SIGNAL_COLUMNS,
-    load_carbon_intensity,
-    load_price,
-    load_regions_index,
-    load_weather,
-    price_correction,
 )
 
 EMBEDDED_PROFILES_PATH: Path = Path(__file__).resolve().parent / "embedded" / "signal_profiles.npz"
@@ -121,8 +121,8 @@ def profile_source_series(
 
     Each signal of ``region`` on its own UTC index (weather is shifted against CI by its fixed
     offset), restricted to :data:`PROFILE_YEARS`, without the duplicated price years
-    (:data:`~greenroute.data.signals.DUPLICATED_PRICE_YEARS`) and without price hours that
-    :func:`~greenroute.data.signals.load_price` filled by interpolation.
+    (:data:`~greenroute.data.grid_loaders.DUPLICATED_PRICE_YEARS`) and without price hours that
+    :func:`~greenroute.data.grid_loaders.load_price` filled by interpolation.
     """
     index = load_regions_index(data_dir)
     if region not in index.index:

@@ -24,7 +24,7 @@ import pandas as pd
 
 from greenroute.catalog.regions import REGIONS, Region
 from greenroute.core.errors import ConfigError, DataFormatError, UnknownNameError
-from greenroute.data.signals import load_regions_index
+from greenroute.data.grid_loaders import load_regions_index
 
 # a row is a region when it names all three hourly files (rows naming only a price file, such
 # as the shared data's "price only" European zones, are not); it must then fill these columns

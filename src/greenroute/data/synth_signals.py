@@ -11,11 +11,11 @@ import pandas as pd
 from scipy import signal as sp_signal
 
 from greenroute.core.errors import ConfigError
-from greenroute.data.profile_stats import _N_HOURS, _cells, _grid_position
-from greenroute.data.profiles import PHYSICAL_BOUNDS, SignalProfiles, load_profiles
-from greenroute.data.signals import (
+from greenroute.data.grid_loaders import (
     to_utc_timestamp,
 )
+from greenroute.data.profile_stats import _N_HOURS, _cells, _grid_position
+from greenroute.data.profiles import PHYSICAL_BOUNDS, SignalProfiles, load_profiles
 
 
 def _region_seed(region: str) -> int:
@@ -50,7 +50,7 @@ def synthesize_region_signals(
     """Synthetic hourly signals for ``region`` over ``hours`` UTC hours from ``start``.
 
     Same columns, index (tz-aware UTC, ``time_utc``, hourly) and dtype (float64) as
-    :func:`~greenroute.data.signals.load_region_signals`. ``start`` is rounded up to a whole
+    :func:`~greenroute.data.grid_loaders.load_region_signals`. ``start`` is rounded up to a whole
     hour (naive = UTC). The result depends only on (region, start, hours, seed, profiles); the
     random stream comes from ``SeedSequence([seed, sha256(region)])`` so regions are
     independent under one seed, and a shorter series is a prefix of a longer one.

@@ -4,7 +4,7 @@
 * With real data (``--data-dir``), the window plus the policies' look-ahead
   (:data:`greenroute.sim.engine.LOOKAHEAD_PAD_EPOCHS`) must lie inside every signal file of
   every region: the shared data covers 2021-01-01 .. 2024-12-31 (local time; GB prices start
-  2022-01-21; ``data/signals.py`` loaders). A window past it is an error naming the last
+  2022-01-21; ``data/grid_loaders.py`` loaders). A window past it is an error naming the last
   available hour and the longest ``--days`` that fits.
 * Memory: a run's peak memory is estimated from its size (requests from the workload's
   average rates, epochs x regions) and compared with the memory available; a run that would
@@ -192,7 +192,7 @@ def real_data_span(data_dir: Path, region: str) -> tuple[pd.Timestamp, pd.Timest
 def _real_data_span(
     data_dir: str, region: str, _stamp: tuple
 ) -> tuple[pd.Timestamp, pd.Timestamp] | None:
-    from greenroute.data.signals import (
+    from greenroute.data.grid_loaders import (
         load_carbon_intensity,
         load_price,
         load_regions_index,

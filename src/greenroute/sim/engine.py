@@ -31,10 +31,10 @@ from greenroute.core.types import (
 from greenroute.data.requests import CLASS_DEFERRABLE, CLASS_INTERACTIVE, Requests
 from greenroute.sim import kernel as K
 from greenroute.sim.cluster import BuiltCluster, build_cluster
+from greenroute.sim.epoch_signals import EpochSignals, build_epoch_signals
 from greenroute.sim.forecast import Forecaster
 from greenroute.sim.scenario import Scenario, TraceWorkload
 from greenroute.sim.service import N_LENGTH_SAMPLES, ServiceModel
-from greenroute.sim.signals import EpochSignals, build_epoch_signals
 
 ON_INVALID = ("raise", "fallback")
 # signals and demand are prepared this many epochs past the run, so that policies asking for
@@ -94,7 +94,6 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
     from greenroute.data import workload as W
     from greenroute.physics.facility import get_facility_model
     from greenroute.physics.network import latency_matrix_s
-
     from greenroute.sim.bounds import check_window
 
     notes: list[str] = []

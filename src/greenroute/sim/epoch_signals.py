@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from greenroute.data.signals import HOURLY_COLUMNS
+from greenroute.data.grid_loaders import HOURLY_COLUMNS
 
 
 @dataclass
@@ -68,7 +68,7 @@ def hourly_signals(
         return normals_signals(region, start_utc, hours, seed), "normals"
     end = start_utc + pd.Timedelta(hours=hours)
     if data_dir is not None and reg is not None and reg.has_signals:
-        from greenroute.data.signals import load_region_signals
+        from greenroute.data.grid_loaders import load_region_signals
 
         return load_region_signals(data_dir, region, start_utc, end), "real"
     from greenroute.data.synth_signals import synthesize_region_signals
@@ -112,7 +112,7 @@ def _disk_key(regions, start_utc, n_steps, epoch_s, data_dir) -> tuple[str, dict
     normals-based signals are cheap; a window touching a duplicated price year must warn)."""
     from greenroute.catalog import REGIONS
     from greenroute.data import cache
-    from greenroute.data.signals import DUPLICATED_PRICE_YEARS, PARSER_FORMAT_VERSION
+    from greenroute.data.grid_loaders import DUPLICATED_PRICE_YEARS, PARSER_FORMAT_VERSION
 
     if data_dir is None or not cache.enabled():
         return None
@@ -183,7 +183,7 @@ def _build_epoch_signals(
 
 def _real_files(data_dir: Path, regions: Sequence[str]) -> dict[str, str]:
     from greenroute.data.cache import file_checksum  # hashed once per process
-    from greenroute.data.signals import load_regions_index
+    from greenroute.data.grid_loaders import load_regions_index
 
     index = load_regions_index(data_dir)
     out = {}
