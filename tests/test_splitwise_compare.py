@@ -111,7 +111,7 @@ def test_kv_capacities_of_both_rows() -> None:
     # greenroute's catalog: 640 GB x 0.9 - 68.98e9 x 2 B of weights, GQA 327,680 B per token
     tokens = (640e9 * 0.9 - 68.98e9 * 2) / (2 * 80 * 8 * 128 * 2)
     assert sc.default_kv_blocks() == int(tokens // 16)
-    with pytest.raises(ConfigError, match="matched, default"):
+    with pytest.raises(ConfigError, match="matched, default, chunked"):
         sc.iteration_config("vllm", 1, 1)
 
 

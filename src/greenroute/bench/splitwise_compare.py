@@ -109,7 +109,11 @@ SPLITWISE_KV_TOKENS = int(
     (SPLITWISE_INSTANCE_MEMORY_B - SPLITWISE_WEIGHTS_B) // SPLITWISE_KV_BYTES_PER_TOKEN
 )  # fmt: skip  (210,645)
 
-CONFIGS = ("matched", "default")
+CONFIGS = ("matched", "default")  # the rows held to the 10 % target
+# ``default`` with chunked prefill (Sarathi-Serve): shown with --chunked, not a like-for-like
+# row (splitwise never chunks); a chunk is costed as a standalone prefill of its tokens
+# (cost.py), which leaves out the attention over the earlier chunks' KV.
+EXTRA_CONFIGS = ("chunked",)
 FIGURES = (
     ("ttft_p50_s", "TTFT p50"),
     ("ttft_p99_s", "TTFT p99"),
@@ -165,12 +169,14 @@ def iteration_config(kind: str, n_servers: int, n_requests: int) -> IterationCon
             queue_limit=-(-max(n_requests, 1) // n_servers), max_batched_tokens=MAX_BATCHED_TOKENS,
             chunked=False, block_tokens=BLOCK_TOKENS,
         )  # fmt: skip
-    if kind == "default":
+    if kind in ("default", "chunked"):
         return IterationConfig.uniform(
             n_servers, blocks_total=default_kv_blocks(), max_running=MAX_RUNNING,
-            max_batched_tokens=MAX_BATCHED_TOKENS, chunked=False, block_tokens=BLOCK_TOKENS,
+            max_batched_tokens=MAX_BATCHED_TOKENS, chunked=kind == "chunked",
+            block_tokens=BLOCK_TOKENS,
         )  # fmt: skip
-    raise ConfigError(f"unknown comparison config {kind!r}; choose from {', '.join(CONFIGS)}")
+    choices = ", ".join(CONFIGS + EXTRA_CONFIGS)
+    raise ConfigError(f"unknown comparison config {kind!r}; choose from {choices}")
 
 
 def run_kernel(
@@ -256,16 +262,21 @@ def load_reference(path: Path = REFERENCE_JSON) -> dict:
 
 
 def compare_case(
-    name: str, data_dir: Path, cost: CostArrays, reference: dict, repeats: int = 1
+    name: str,
+    data_dir: Path,
+    cost: CostArrays,
+    reference: dict,
+    repeats: int = 1,
+    kinds: tuple[str, ...] = CONFIGS,
 ) -> dict:
-    """Both greenroute rows of one case beside splitwise-sim's, with relative errors."""
+    """greenroute's rows (``kinds``) of one case beside splitwise-sim's, with relative errors."""
     if name not in reference["cases"]:
         raise ConfigError(f"case {name!r} is not in the reference; {', '.join(reference['cases'])}")
     ref_case = reference["cases"][name]
     reqs = case_requests(name, data_dir)
     ref = reference_figures(ref_case)
     rows = {}
-    for kind in CONFIGS:
+    for kind in kinds:
         gr = summarise(run_kernel(reqs, CASES[name].dgx_a100_count, cost, kind, repeats))
         rel = {k: gr[k] / ref[k] - 1.0 for k, _ in FIGURES}
         rows[kind] = {**gr, "rel_err": rel, "worst_abs_rel_err": max(abs(v) for v in rel.values())}
@@ -358,7 +369,8 @@ def format_table(results: dict[str, dict]) -> str:
             + "".join(f"{ref[k]:>17.4f}" for k, _ in FIGURES)
             + f"{'':>6}{'':>8}{rate(ref['requests_per_s_simulated'])}"
         )
-        for kind in CONFIGS:
+        kinds = [k for k in CONFIGS + EXTRA_CONFIGS if k in res]
+        for kind in kinds:
             row = res[kind]
             cells = "".join(f"{row[k]:>9.4f} {100 * row['rel_err'][k]:+6.1f}%" for k, _ in FIGURES)
             lines.append(
@@ -368,7 +380,7 @@ def format_table(results: dict[str, dict]) -> str:
         if timed:
             sw_rate = ref["requests_per_s_simulated"]
             ratios = "  ".join(
-                f"{kind} {res[kind]['requests_per_s_simulated'] / sw_rate:.0f}x" for kind in CONFIGS
+                f"{kind} {res[kind]['requests_per_s_simulated'] / sw_rate:.0f}x" for kind in kinds
             )
             lines.append(f"{'  req/s ratio greenroute/splitwise':<34} {ratios}")
     return "\n".join(lines)
@@ -384,6 +396,10 @@ def main(argv: list[str] | None = None) -> int:
         "--splitwise-dir", type=Path, default=None,
         help="also run splitwise-sim there (its own venv) and compare request by request",
     )  # fmt: skip
+    parser.add_argument(
+        "--chunked", action="store_true",
+        help="add a row with chunked prefill (not like for like: splitwise never chunks)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     names = [n for n in args.cases.split(",") if n]
     unknown = [n for n in names if n not in CASES]
@@ -392,8 +408,9 @@ def main(argv: list[str] | None = None) -> int:
     reference = load_reference(args.reference)
     cost = llama70b_cost(args.data_dir)
     run_kernel(case_requests("micro_1dgx"), 1, cost)  # compile (or load numba's cache)
+    kinds = CONFIGS + (EXTRA_CONFIGS if args.chunked else ())
     results: dict[str, dict] = {
-        n: compare_case(n, args.data_dir, cost, reference, TIMING_REPEATS) for n in names
+        n: compare_case(n, args.data_dir, cost, reference, TIMING_REPEATS, kinds) for n in names
     }
     diag = None
     if args.splitwise_dir is not None:
