@@ -17,7 +17,7 @@ from greenroute.data.regions import data_dir_regions, get_region
 from greenroute.data.workload import WorkloadSpec
 from greenroute.physics.network import latency_matrix_s
 from greenroute.sim.cluster import uniform_cluster
-from greenroute.sim.engine import cluster_info, prepare
+from greenroute.sim.prepare import cluster_info, prepare
 from greenroute.sim.scenario import Scenario
 
 NEW = "FR-IDF"

@@ -122,7 +122,7 @@ def test_reference_scales_are_simulated_once_then_read(cache_dir, monkeypatch):
     from greenroute.policies.registry import local_policy_factory
     from greenroute.scenarios import get_scenario
     from greenroute.sim import reference
-    from greenroute.sim.engine import prepare
+    from greenroute.sim.prepare import prepare
 
     sc = get_scenario("demo").with_options(days=0.1)
     local = local_policy_factory("least-loaded")

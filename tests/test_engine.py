@@ -69,7 +69,7 @@ def test_every_builtin_local_policy_picks_the_same_in_python_and_compiled(builti
 def test_hard_power_cap_holds_every_epoch():
     # cap SG at idle + 25 % of its dynamic range; lowest-carbon / round-robin push work there
     from greenroute.api import resolve_scenario
-    from greenroute.sim.engine import prepare
+    from greenroute.sim.prepare import prepare
 
     prep = prepare(resolve_scenario("demo"), 0, None)
     idle = prep.built.region_idle_kw()[2]

@@ -26,8 +26,9 @@ from greenroute.bench.calibrate import calibration_scenario
 from greenroute.data.requests import CLASS_INTERACTIVE
 from greenroute.policies.registry import local_policy_factory, make_geo_policy
 from greenroute.scenarios import get_scenario
-from greenroute.sim.engine import SimConfig, Simulation, prepare
+from greenroute.sim.engine import SimConfig, Simulation
 from greenroute.sim.fluid import FluidBackend
+from greenroute.sim.prepare import prepare
 from greenroute.sim.scenario import Scenario
 
 ENERGY_TOL = 0.05  # carbon and energy (issue 2 acceptance)

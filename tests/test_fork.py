@@ -14,8 +14,9 @@ from greenroute.core.types import N_CLASSES, Plan
 from greenroute.data.requests import CLASS_INTERACTIVE
 from greenroute.policies.registry import local_policy_factory, make_geo_policy
 from greenroute.scenarios import get_scenario
-from greenroute.sim.engine import SimConfig, Simulation, prepare
+from greenroute.sim.engine import SimConfig, Simulation
 from greenroute.sim.fork import EpochFigures, advance_measured
+from greenroute.sim.prepare import prepare
 
 ADDITIVE = ("carbon_kg", "water_m3", "energy_kwh", "it_energy_kwh", "cost_usd")
 

@@ -85,7 +85,7 @@ def test_cost_scale_is_the_gross_bill_when_prices_go_negative(data_dir):
     from greenroute.data.cache import use_cache
     from greenroute.policies.registry import local_policy_factory
     from greenroute.scenarios import resolve_scenario
-    from greenroute.sim.engine import prepare
+    from greenroute.sim.prepare import prepare
     from greenroute.sim.reference import reference_scales
 
     with use_cache(False):

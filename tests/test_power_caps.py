@@ -30,7 +30,8 @@ from greenroute.sim.cluster import (
     build_cluster,
     uniform_cluster,
 )
-from greenroute.sim.engine import SimConfig, Simulation, prepare
+from greenroute.sim.engine import SimConfig, Simulation
+from greenroute.sim.prepare import prepare
 from greenroute.sim.scenario import Scenario
 
 REGIONS = ("DE-LU", "SG")

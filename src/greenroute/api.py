@@ -15,7 +15,7 @@ from greenroute.bench.runner import AUTO_FIDELITY, prepare_checked, run_prepared
 from greenroute.constraints import ConstraintSet
 from greenroute.core.types import GeoPolicy, LocalPolicy, ObjectiveWeights
 from greenroute.scenarios import resolve_scenario
-from greenroute.sim.engine import Prepared
+from greenroute.sim.prepare import Prepared
 from greenroute.sim.results import CompareResult, RunResult
 from greenroute.sim.scenario import Scenario
 

@@ -18,7 +18,8 @@ import pandas as pd
 from greenroute.data.workload import WorkloadSpec
 from greenroute.policies.registry import local_policy_factory, make_geo_policy
 from greenroute.sim.cluster import uniform_cluster
-from greenroute.sim.engine import SimConfig, Simulation, prepare
+from greenroute.sim.engine import SimConfig, Simulation
+from greenroute.sim.prepare import prepare
 from greenroute.sim.scenario import Scenario
 
 GRID_RPS = (4.0, 5.5, 6.3, 6.8, 7.1)  # utilisation ~0.44 .. 0.86

@@ -54,7 +54,8 @@ def fork_throughput(
     from greenroute.data.paths import resolve_data_dir
     from greenroute.policies.registry import local_policy_factory, make_geo_policy
     from greenroute.scenarios import get_scenario
-    from greenroute.sim.engine import SimConfig, Simulation, prepare
+    from greenroute.sim.engine import SimConfig, Simulation
+    from greenroute.sim.prepare import prepare
 
     ddir = resolve_data_dir(data_dir) if data_dir else None
     prep = prepare(get_scenario(scenario), 0, ddir)

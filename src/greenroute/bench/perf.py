@@ -77,7 +77,8 @@ def _peak_rss_mb() -> float:
 
 def child_request() -> dict:
     from greenroute.policies.registry import local_policy_factory, make_geo_policy
-    from greenroute.sim.engine import SimConfig, Simulation, prepare
+    from greenroute.sim.engine import SimConfig, Simulation
+    from greenroute.sim.prepare import prepare
 
     # warm up (compile or load the numba cache) on a tiny run
     warm = bench_scenario(0.02)
@@ -113,7 +114,8 @@ def child_geo10() -> dict:
     from greenroute.data.paths import resolve_data_dir
     from greenroute.policies.registry import local_policy_factory, make_geo_policy
     from greenroute.scenarios import get_scenario
-    from greenroute.sim.engine import SimConfig, Simulation, prepare
+    from greenroute.sim.engine import SimConfig, Simulation
+    from greenroute.sim.prepare import prepare
 
     data_dir = resolve_data_dir(os.environ.get("GREENROUTE_DATA_DIR") or _default_data())
     out = {"data": "real" if data_dir else "embedded"}

@@ -61,7 +61,8 @@ def child_geo10_shell(data_dir: str | None) -> dict:
 def child_fluid_epoch(data_dir) -> dict:
     from greenroute.policies.registry import local_policy_factory, make_geo_policy
     from greenroute.scenarios import get_scenario
-    from greenroute.sim.engine import SimConfig, Simulation, prepare
+    from greenroute.sim.engine import SimConfig, Simulation
+    from greenroute.sim.prepare import prepare
 
     prep = prepare(get_scenario("geo10"), 0, data_dir)
     # compile or load the compiled step first (timed separately by child_first_run)
@@ -96,7 +97,8 @@ t0 = time.perf_counter()
 from greenroute.bench.perf import bench_scenario
 from greenroute.policies.registry import local_policy_factory, make_geo_policy
 from greenroute.scenarios import get_scenario
-from greenroute.sim.engine import Simulation, prepare
+from greenroute.sim.engine import Simulation
+from greenroute.sim.prepare import prepare
 t1 = time.perf_counter()
 for sc in (bench_scenario(0.02), get_scenario("geo3").with_options(days=1.0)):
     Simulation(prepare(sc, 1), make_geo_policy("lowest-carbon"),

@@ -38,7 +38,7 @@ def record(
     core = GeoCore(scenario, days, data_dir)
     core.reset(seed)
     sim = core.sim
-    from greenroute.sim.engine import cluster_info
+    from greenroute.sim.prepare import cluster_info
 
     geo.reset(cluster_info(sim.prep), seed)
     rows: list[dict] = []

@@ -12,7 +12,8 @@ from greenroute.core.errors import ConfigError
 from greenroute.core.types import GeoPolicy, LocalPolicy, ObjectiveWeights
 from greenroute.data.paths import resolve_data_dir
 from greenroute.scenarios import resolve_scenario
-from greenroute.sim.engine import Prepared, SimConfig, Simulation, prepare
+from greenroute.sim.engine import SimConfig, Simulation
+from greenroute.sim.prepare import Prepared, prepare
 from greenroute.sim.results import RunResult
 from greenroute.sim.scenario import Scenario
 

@@ -83,7 +83,7 @@ class GeoCore:
         self.obs: Observation | None = None
 
     def _prepared(self, seed: int):
-        from greenroute.sim.engine import prepare
+        from greenroute.sim.prepare import prepare
         from greenroute.sim.reference import reference_scales
 
         if seed not in self._preps:

@@ -159,8 +159,8 @@ def check_memory(sc: Scenario, *, auto_fidelity: bool = False) -> tuple[Scenario
 
 
 def signal_steps(sc: Scenario) -> int:
-    """Epochs of signals a run prepares: the run plus the look-ahead pad (engine.prepare)."""
-    from greenroute.sim.engine import LOOKAHEAD_PAD_EPOCHS
+    """Epochs of signals a run prepares: the run plus the look-ahead pad (sim.prepare.prepare)."""
+    from greenroute.sim.prepare import LOOKAHEAD_PAD_EPOCHS
 
     return sc.n_epochs + max(sc.horizon, LOOKAHEAD_PAD_EPOCHS) + 1
 
@@ -217,7 +217,7 @@ def _real_data_span(
 def check_real_data_window(sc: Scenario, data_dir: Path | None) -> None:
     """The run and its look-ahead must lie inside the real data of every region."""
     from greenroute.catalog import REGIONS
-    from greenroute.sim.engine import LOOKAHEAD_PAD_EPOCHS
+    from greenroute.sim.prepare import LOOKAHEAD_PAD_EPOCHS
 
     if data_dir is None or not sc.real_data:
         return

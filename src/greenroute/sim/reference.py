@@ -82,7 +82,8 @@ def reference_key(prep) -> str:
 
 def _simulate(prep, local: Callable[[], LocalPolicy]) -> dict[str, float]:
     from greenroute.core.objective import SCALE_KEYS
-    from greenroute.sim.engine import SimConfig, Simulation, prepare
+    from greenroute.sim.engine import SimConfig, Simulation
+    from greenroute.sim.prepare import prepare
 
     sc = prep.scenario
     fprep = prep
