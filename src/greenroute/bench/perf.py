@@ -233,6 +233,13 @@ def _speed(name: str):
     return run
 
 
+def _extra(name: str) -> dict:
+    """Forks and generator timings (``bench/perf_extra.py``)."""
+    from greenroute.bench import perf_extra as X
+
+    return getattr(X, f"child_{name}")(_default_data_dir())
+
+
 CHILDREN = {
     "request": child_request,
     "geo10": child_geo10,
@@ -242,6 +249,8 @@ CHILDREN = {
     "fluid_epoch": _speed("fluid_epoch"),
     "first_run": _speed("first_run"),
     "env_rates": _speed("env_rates"),
+    "fork": lambda: _extra("fork"),
+    "generators": lambda: _extra("generators"),
 }
 
 
@@ -281,9 +290,11 @@ def main() -> None:
          f"{orc['wall_s']:.0f} s / {orc['solve_s']:.0f} s "
          f"({orc['variables']:,} variables, {orc['rows']:,} rows)", ""),
     ]  # fmt: skip
+    from greenroute.bench.perf_extra import rows as extra_rows
     from greenroute.bench.perf_speed import rows as speed_rows
 
     rows += speed_rows(figures)
+    rows += extra_rows(figures)
     width = max(len(a) for a, _, _ in rows)
     print(f"{'figure'.ljust(width)}  value  [bar]")
     for label, value, bar in rows:
