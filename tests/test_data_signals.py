@@ -573,3 +573,12 @@ def test_region_signals_from_a_small_data_dir(tmp_path: Path) -> None:
         load_region_signals(tmp_path, "XX", "2021-01-01", "2021-01-03")
     with pytest.raises(UnknownNameError, match=r"valid choices: XX$"):
         load_region_signals(tmp_path, "YY", "2021-01-01", "2021-01-02")
+
+
+@pytest.mark.parametrize("name", ["ci.csv.gz", "ci.csv"])
+def test_random_bytes_are_a_one_line_data_error(tmp_path, name):
+    """A file of random bytes (not gzip, not text) names the file instead of a csv traceback."""
+    path = tmp_path / name
+    path.write_bytes(np.random.default_rng(7).integers(0, 256, 3000, dtype=np.uint8).tobytes())
+    with pytest.raises(DataFormatError, match=r"ci\.csv(\.gz)?: not a (UTF-8 )?text CSV file"):
+        load_carbon_intensity(path)
