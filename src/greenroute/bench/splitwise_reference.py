@@ -65,6 +65,8 @@ from pathlib import Path
 
 import numpy as np
 
+from greenroute.core.errors import UnknownNameError
+
 # Repository layout: src/greenroute/bench/ -> repo root is parents[3]; data is ../shared/data.
 _REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_DATA_DIR = _REPO_ROOT.parent / "shared" / "data"
@@ -237,7 +239,7 @@ def case_requests(name: str, data_dir: Path = DEFAULT_DATA_DIR) -> Requests:
         "mixed_4dgx_high": lambda: mixed_requests(6.0),
     }
     if name not in builders:
-        raise ValueError(f"unknown case {name!r}; choose from {', '.join(CASES)}")
+        raise UnknownNameError("splitwise reference case", name, CASES)
     return builders[name]()
 
 
