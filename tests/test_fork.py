@@ -23,7 +23,9 @@ ADDITIVE = ("carbon_kg", "water_m3", "energy_kwh", "it_energy_kwh", "cost_usd")
 
 @pytest.fixture(scope="module")
 def prep_demo_request():
-    return prepare(get_scenario("demo"), 0)
+    # the slots server model: these tests derive epoch figures from per-dispatch outcomes and
+    # read RequestBackend's arrays (iteration-model forks: tests/test_iteration_engine.py)
+    return prepare(get_scenario("demo").with_options(server_model="slots"), 0)
 
 
 @pytest.fixture(scope="module")

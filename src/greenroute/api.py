@@ -59,6 +59,7 @@ def run(
     forecast: str = "perfect",
     forecast_error: float = 0.0,
     facility: str | None = None,
+    server_model: str | None = None,
     policy_options: dict | None = None,
     on_invalid: str = "raise",
     record_requests: bool = False,
@@ -74,6 +75,9 @@ def run(
     anything runs (:mod:`greenroute.sim.bounds`); ``fidelity="auto"`` runs the scenario's
     fidelity, or the fluid model when a request-level run would not fit in memory.
     ``forecast`` (default ``perfect``: the true future) is stated in the result and manifest.
+    ``server_model`` (request fidelity): ``"iteration"`` (iteration-level continuous batching,
+    the default for LLM servers) or ``"slots"`` (one placement per request; the only choice
+    for throughput servers); recorded in the result's ``server_model`` and the manifest.
 
     ``cache=False`` (or ``GREENROUTE_NO_CACHE=1``) neither reads nor writes the on-disk cache
     of parsed data files and reference scales (:mod:`greenroute.data.cache`)."""
@@ -83,14 +87,15 @@ def run(
         return _run(scenario, policy, local_policy=local_policy, seed=seed, days=days,
                     data_dir=data_dir, fidelity=fidelity, constraints=constraints,
                     weights=weights, forecast=forecast, forecast_error=forecast_error,
-                    facility=facility, policy_options=policy_options, on_invalid=on_invalid,
+                    facility=facility, server_model=server_model,
+                    policy_options=policy_options, on_invalid=on_invalid,
                     record_requests=record_requests, prepared=prepared,
                     progress=progress)  # fmt: skip
 
 
 def _run(scenario, policy, *, local_policy, seed, days, data_dir, fidelity, constraints, weights,
-         forecast, forecast_error, facility, policy_options, on_invalid, record_requests,
-         prepared, progress) -> RunResult:  # fmt: skip
+         forecast, forecast_error, facility, server_model, policy_options, on_invalid,
+         record_requests, prepared, progress) -> RunResult:  # fmt: skip
     notes: list[str] = []
     if prepared is None:
         prepared, notes = prepare_checked(
@@ -101,6 +106,14 @@ def _run(scenario, policy, *, local_policy, seed, days, data_dir, fidelity, cons
             fidelity=fidelity,
             constraints=constraints,
             facility=facility,
+            server_model=server_model,
+        )
+    elif server_model is not None and server_model != prepared.scenario.resolved_server_model:
+        from greenroute.core.errors import ConfigError
+
+        raise ConfigError(
+            f"server_model={server_model!r} differs from the prepared scenario's "
+            f"{prepared.scenario.resolved_server_model!r}; prepare it with that server model"
         )
     res = run_prepared(
         prepared,
@@ -161,6 +174,7 @@ def _compare(scenario, policies, *, seed, days, data_dir, on_result, oracle_gap,
         fidelity=kwargs.pop("fidelity", None),
         constraints=kwargs.pop("constraints", None),
         facility=kwargs.pop("facility", None),
+        server_model=kwargs.pop("server_model", None),
     )
     sc = prep.scenario
     out = CompareResult()
@@ -263,6 +277,7 @@ def run_manifest(path: str | Path, **overrides) -> RunResult:
         forecast=m.get("forecast", "perfect"),
         forecast_error=float(m.get("forecast_error", 0.0)),
         facility=m.get("facility"),
+        server_model=m.get("server_model"),
         policy_options=m.get("policy_options") or None,
         on_invalid=m.get("on_invalid", "raise"),
         **overrides,

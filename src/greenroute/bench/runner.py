@@ -29,6 +29,7 @@ def prepare_checked(
     fidelity: str | None = None,
     constraints: ConstraintSet | None = None,
     facility: str | None = None,
+    server_model: str | None = None,
 ) -> tuple[Prepared, list[str]]:
     """Resolve the scenario with its options, check its window against the data and memory
     (:func:`greenroute.sim.bounds.check_window`) and prepare it; returns the prepared scenario
@@ -43,6 +44,8 @@ def prepare_checked(
         constraints=constraints,
         facility=facility,
     )
+    if server_model is not None:
+        sc = sc.with_options(server_model=server_model)
     root = resolve_data_dir(data_dir)
     sc, notes = check_window(sc, root, auto_fidelity=auto)
     return prepare(sc, seed=seed, data_dir=root), notes

@@ -48,6 +48,13 @@ NoCacheOpt = Annotated[
 ]
 LocalOpt = Annotated[str, typer.Option(help="local (per-request) policy")]
 FidelityOpt = Annotated[str | None, typer.Option(help="request | fluid (default: scenario's)")]
+ServerModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="request fidelity's server model: iteration (continuous batching, default for LLM "
+        "servers) | slots (one placement per request; throughput servers)"
+    ),
+]
 FacilityOpt = Annotated[
     str | None,
     typer.Option(help=f"facility model: {' | '.join(FACILITY_PRESETS)} (default: scenario's)"),

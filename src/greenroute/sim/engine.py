@@ -324,7 +324,13 @@ class _RequestStepper:
         n = len(reqs)
         self.reqs = reqs
         codes = np.array([K.kernel_code(lp) for lp in sim.local], dtype=np.int64)
-        self.backend = RequestBackend(prep.built, reqs, codes, sim.local)
+        self.iteration = sc.resolved_server_model == "iteration"
+        if self.iteration:  # continuous batching per iteration (sim/iteration_mode.py)
+            from greenroute.sim.iteration_mode import IterationBackend
+
+            self.backend = IterationBackend(prep.built, reqs, codes, sim.local, sc.n_epochs)
+        else:
+            self.backend = RequestBackend(prep.built, reqs, codes, sim.local)
         rng = np.random.default_rng(_seed_int(sim.config.seed, 5))
         self.u_route = rng.random(n)
         self.u_hold = rng.random(n)
@@ -383,6 +389,8 @@ class _RequestStepper:
                                   self.u_route[disp_ids])  # fmt: skip
         net = prep.latency_s[reqs.origin[disp_ids], regions]
         self.backend.place(disp_ids, disp_t, regions, net, slots_eff, self.u_local[disp_ids])
+        if self.iteration:
+            self.backend.end_epoch(e, t1, self.u_local)
         return {"dispatched": float(disp_ids.size), "held": float(self.pool.size)}
 
     def finish(self):

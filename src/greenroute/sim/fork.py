@@ -17,8 +17,11 @@ behind ``snapshot(e0, e1)`` / ``restore(snap)`` (code in ``sim/fork_state.py``):
   journal of the per-request outcomes each placement overwrites (undone in reverse order);
   copying the outcome arrays instead costs O(requests in the run) per fork, the journal
   O(requests in the forked epochs);
-* the iteration-level server model (``sim/iteration/state.py``) plugs in the same way: its
-  backend's ``snapshot`` is ``IterationState.copy()`` plus the same outcome journal;
+* iteration server model (``sim/iteration_mode.py``): ``IterationState.copy()``, the
+  per-epoch accumulator figures of the forked epochs, the requests still on the network, and
+  a journal of every outcome write (placements and completion-log drains). Its epoch figures
+  are those of the requests whose outcome was logged in the epoch
+  (``sim/iteration_results.epoch_parts``);
 * the engine's own state (``fork_state.EngineState``): the epoch's held pool (request fidelity), the
   forecaster's random generator (an observation with a ``noisy`` forecast draws from it), the
   invalid-plan log.
@@ -216,7 +219,12 @@ def measure_step(
     sim, e: int, apply: Callable[[], dict], coef: tuple[float, ...] | None
 ) -> EpochFigures:
     """Run ``apply`` (one epoch ``e`` of ``sim``) and return that epoch's figures."""
-    if sim.sc.fidelity == "request":
+    if sim.sc.fidelity == "request" and getattr(sim._stepper, "iteration", False):
+        from greenroute.sim.iteration_results import epoch_parts
+
+        apply()
+        parts = epoch_parts(sim, sim._stepper.backend, e)
+    elif sim.sc.fidelity == "request":
         be = sim._stepper.backend
         outer = be.journal
         be.journal = []

@@ -32,11 +32,14 @@ DROP_QUEUE_FULL = 1
 DROP_KV_OVERFLOW = 2
 DROP_NO_SERVER = 3
 DROP_POWER_CAP = 4
-DROP_REASONS = ("none", "queue_full", "kv_overflow", "no_server_for_model", "power_cap")
+DROP_PREEMPTION_LIMIT = 5  # iteration server model only (sim/iteration: recompute bound)
+DROP_REASONS = (
+    "none", "queue_full", "kv_overflow", "no_server_for_model", "power_cap", "preemption_limit",
+)  # fmt: skip
 # Which ineligibility explains a drop when the region's servers disagree (lower wins): a server
 # that could host the request but has no usable slot under a power cap names the cap; one
 # whose KV cache is too small comes next; "no server for the model" only when nothing could.
-_DROP_RANK = np.array([3, 3, 1, 2, 0], dtype=np.int64)
+_DROP_RANK = np.array([3, 3, 1, 2, 0, 3], dtype=np.int64)
 
 
 def kernel_code(policy: object) -> int:

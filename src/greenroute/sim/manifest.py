@@ -40,6 +40,7 @@ def build_manifest(sim) -> dict:
         "days": sc.simulated_days,
         "days_requested": float(sc.days),
         "fidelity": sc.fidelity,
+        "server_model": sc.resolved_server_model if sc.fidelity == "request" else None,
         "facility": sc.facility,
         "start_utc": sc.start_utc.isoformat(),
         "epoch_s": sc.epoch_s,
@@ -98,7 +99,7 @@ def _checksums(v: object) -> bool:
 
 def _field_rules() -> dict[str, tuple[Callable[[object], bool], str]]:
     from greenroute.sim.forecast import FORECASTERS
-    from greenroute.sim.scenario import FIDELITIES
+    from greenroute.sim.scenario import FIDELITIES, SERVER_MODELS
 
     return {
         "scenario": (_text, "a scenario name"),
@@ -109,6 +110,10 @@ def _field_rules() -> dict[str, tuple[Callable[[object], bool], str]]:
         "days_requested": (_positive, "a finite number > 0"),
         "fidelity": (_optional(lambda v: v in FIDELITIES), f"one of {', '.join(FIDELITIES)}"),
         "facility": (_optional(_text), "a facility name or null"),
+        "server_model": (
+            _optional(lambda v: v in SERVER_MODELS),
+            f"one of {', '.join(SERVER_MODELS)} or null",
+        ),
         "forecast": (lambda v: v in FORECASTERS, f"one of {', '.join(FORECASTERS)}"),
         "forecast_error": (_non_negative, "a finite number >= 0"),
         "weights": (

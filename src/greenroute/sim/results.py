@@ -49,6 +49,8 @@ class RunResult:
     requests: pd.DataFrame | None = None
     extras: dict = field(default_factory=dict)
     forecast: str = "perfect"
+    # request fidelity's server model ("iteration" or "slots"); None in fluid fidelity
+    server_model: str | None = None
 
     def summary_row(self) -> dict:
         return {"policy": self.policy, **self.metrics}
@@ -60,7 +62,10 @@ class CompareResult(list):
     DataFrame with one row per policy (column ``policy``, then every metric)."""
 
     def to_frame(self) -> pd.DataFrame:
-        rows = [{**r.summary_row(), "forecast": r.forecast} for r in self]
+        rows = [
+            {**r.summary_row(), "forecast": r.forecast, "server_model": r.server_model}
+            for r in self
+        ]
         return pd.DataFrame(rows)
 
     @property
@@ -149,6 +154,10 @@ def _totals(led: dict[str, np.ndarray]) -> dict[str, float]:
 
 
 def finalize_request(sim, be) -> RunResult:
+    if getattr(be, "server_model", "slots") == "iteration":
+        from greenroute.sim.iteration_results import finalize_iteration
+
+        return finalize_iteration(sim, be)
     sc, prep = sim.sc, sim.prep
     reqs = prep.requests
     b = prep.built
@@ -305,6 +314,7 @@ def _result(sim, metrics, frame, req_frame) -> RunResult:
             "plan_log": sim.plan_log,
         },
         forecast=sim.config.forecast,
+        server_model=sim.sc.resolved_server_model if sim.sc.fidelity == "request" else None,
     )
 
 

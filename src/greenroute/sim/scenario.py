@@ -16,6 +16,9 @@ from greenroute.data.workload import WorkloadSpec
 from greenroute.sim.cluster import Cluster
 
 FIDELITIES = ("request", "fluid")
+# server models of request fidelity: "iteration" = iteration-level continuous batching
+# (sim/iteration/, issue 8), "slots" = one placement per request (sim/kernel.py)
+SERVER_MODELS = ("iteration", "slots")
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,9 @@ class Scenario:
     network: bool = True  # False: zero network latency (single-site load-balancing scenarios)
     real_data: bool = True  # signals come from --data-dir when given
     seed_offset: int = 0
+    # None: "iteration" for LLM servers, "slots" when a server group is a seed-002 throughput
+    # server (ServerGroup.tokens_per_s: no per-token cost profile); see resolved_server_model
+    server_model: str | None = None
 
     def __post_init__(self) -> None:
         d = self.days
@@ -67,6 +73,31 @@ class Scenario:
                 f"scenario {self.name}: cluster regions {self.cluster.region_keys} differ from "
                 f"{self.regions}"
             )
+        self._check_server_model(self.server_model)
+
+    def _throughput_servers(self) -> bool:
+        return any(g.tokens_per_s is not None for rc in self.cluster.regions for g in rc.groups)
+
+    def _check_server_model(self, value: str | None) -> None:
+        if value is None:
+            return
+        if value not in SERVER_MODELS:
+            raise ConfigError(
+                f"unknown server model {value!r}; valid choices: {', '.join(SERVER_MODELS)}"
+            )
+        if value == "iteration" and self._throughput_servers():
+            raise ConfigError(
+                f"scenario {self.name}: server model 'iteration' needs per-token cost profiles, "
+                "but its servers are throughput servers (tokens_per_s); use server_model='slots'"
+            )
+
+    @property
+    def resolved_server_model(self) -> str:
+        """The server model request fidelity runs: the one asked, else "iteration" for LLM
+        servers and "slots" for throughput servers (fluid fidelity ignores it)."""
+        if self.server_model is not None:
+            return self.server_model
+        return "slots" if self._throughput_servers() else "iteration"
 
     @property
     def duration_s(self) -> float:
@@ -93,6 +124,7 @@ class Scenario:
         fidelity: str | None = None,
         constraints: ConstraintSet | None = None,
         facility: str | None = None,
+        server_model: str | None = None,
     ) -> Scenario:
         """A copy with these options changed. ``days`` must be a finite number > 0; the window
         limits that depend on the data and memory are checked by
@@ -112,6 +144,9 @@ class Scenario:
             kw["constraints"] = constraints
         if facility is not None:
             kw["facility"] = facility
+        if server_model is not None:
+            self._check_server_model(server_model)
+            kw["server_model"] = server_model
         return replace(self, **kw) if kw else self
 
     def origin_coords(self, data_dir: Path | None = None) -> np.ndarray:

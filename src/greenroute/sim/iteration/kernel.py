@@ -755,19 +755,19 @@ def run_arrivals(
                 # at ``t`` follows in closed form, so it later runs many iterations in one step.
                 # Inline on purpose: any call taking the state tuples costs ~90 atomic
                 # reference-count updates (measured with perf: most of the run time).
+                k_it = np.int64(0)  # iterations run by ``t`` (not ``m``: that is the model)
                 if clock[s] >= t:
                     steady = True
-                    m = np.int64(0)
                 else:
                     steady = False
                     if ff_k[s] > 0:
-                        m = np.int64(np.ceil((t - clock[s]) / ff_d[s]))
-                        steady = m < ff_k[s]
+                        k_it = np.int64(np.ceil((t - clock[s]) / ff_d[s]))
+                        steady = k_it < ff_k[s]
                 if steady:
                     if code == LP_LEAST_CONNECTIONS:
                         score = float(nrun[s] + qlen[s])
                     else:
-                        score = float(work_tok[s] - m * nrun[s])
+                        score = float(work_tok[s] - k_it * nrun[s])
                 else:
                     score = _score_slow(s, t, code, cfg, cost, st)
                 if score < best:

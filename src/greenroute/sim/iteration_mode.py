@@ -1,0 +1,362 @@
+"""Iteration-level backend of request fidelity: continuous-batching servers (issue 8).
+
+The engine's request stepper drives this backend like ``RequestBackend`` (``place`` each
+epoch's dispatched requests, ``region_state`` for observations, ``resident_models``,
+``snapshot``/``restore`` for forks), plus ``end_epoch`` once the epoch's requests are placed.
+
+Per epoch, the dispatched requests (with those still on the network from earlier epochs) are
+sorted by arrival at the region (``t_reg`` = dispatch + one-way network); those arriving before
+the epoch's end go to the compiled kernel (``sim/iteration``: ``run_arrivals``, or for a Python
+local policy ``advance`` + ``pick`` + ``enqueue`` per request), which then runs every iteration
+that starts before the epoch's end. Later arrivals wait for the next epoch's call. The kernel's
+completion log gives each request's outcome once it finishes or is dropped; the per-server
+accumulators (``acc``, cumulative) are read at each epoch end for the epoch's energy and batch
+figures.
+
+Cost tables come from the cluster's perf knots (``BuiltCluster``: the PerfModel of each
+hardware group x model): prompt curve = ``prefill_s`` vs prompt tokens, token curve = the
+decode step vs batch size, mixed prefill+decode iteration = 1.1 x the prompt curve at the
+iteration's batch tokens (splitwise-sim ``performance_model.py:248-253``, see
+``sim/iteration/cost.py``). Power per iteration: an iteration holding any prefill is compute
+bound and draws the server's peak power (Patel et al., Splitwise, ISCA 2024: prompt phase at
+~TDP, token phase below); a decode-only iteration of ``n`` requests draws ``idle + (peak - idle)
+x n / slots``, the per-slot power of the slots model (``physics/power.py``). Idle power for the
+time between iterations is the ledger's always-on idle power.
+
+Servers serve their resident model only (the kernel has no model swap, so no cold load enters
+TTFT); KV blocks per server = the profile's KV capacity / (KV bytes per token x block tokens).
+Observations: busy = running requests, queue = waiting requests, backlog = tokens of work left
+(prefill + decode) x the server's full-batch decode step (slot-seconds if every token were one
+decode step), KV in use from the allocated blocks. A Python local policy's ``ServerView``
+carries ``backlog_s`` = tokens of work left (the compiled least-loaded score, so the built-ins'
+Python ``pick`` chooses as the kernel does).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from greenroute.core.errors import GreenrouteError
+from greenroute.core.types import RequestView, ServerView
+from greenroute.data.requests import Requests
+from greenroute.sim import kernel as SK
+from greenroute.sim.cluster import BuiltCluster
+from greenroute.sim.iteration import (
+    IterationConfig,
+    IterationState,
+    advance,
+    enqueue,
+    run_arrivals,
+    stack_cost_tables,
+)
+from greenroute.sim.iteration import kernel as IK
+from greenroute.sim.iteration.cost import MIXED_FACTOR_SPLITWISE, CostTable
+from greenroute.sim.iteration.state import BLOCK_TOKENS_DEFAULT, MAX_BATCHED_TOKENS_DEFAULT
+
+# per-request outcome arrays (journaled for forks)
+OUTCOME_FIELDS = (
+    "region", "server", "dispatch", "t_reg", "t_first", "finish", "drop", "n_preempt",
+    "prefill_tok", "recomp_tok", "decode_in", "out_tok", "tbt_sum", "tbt_max",
+)  # fmt: skip
+# log column -> outcome array
+_LOG_FIELDS = (
+    ("server", "server"), ("drop", "drop"), ("n_preempt", "n_preempt"),
+    ("prefill_tokens", "prefill_tok"), ("recomputed_tokens", "recomp_tok"),
+    ("decode_inputs", "decode_in"), ("output_tokens", "out_tok"), ("t_first_s", "t_first"),
+    ("t_finish_s", "finish"), ("tbt_sum_s", "tbt_sum"), ("tbt_max_s", "tbt_max"),
+)  # fmt: skip
+# per-epoch [R, E] figures from the accumulators
+EPOCH_FIELDS = ("dyn_kwh", "busy_s", "iters", "batch_sum", "tokens", "budget_tokens")
+
+
+def cost_tables(b: BuiltCluster) -> list[CostTable]:
+    """One table per perf type ``t = hw * n_models + m`` from the cluster's PerfModel knots
+    (types a hardware group cannot host get a placeholder no server uses)."""
+    out = []
+    bmax = b.decode_s.shape[1] - 1
+    for t in range(b.type_ok.shape[0]):
+        h = t // b.n_models
+        srv = np.flatnonzero(b.server_hw == h)
+        if not b.type_ok[t] or srv.size == 0:
+            x = np.array([0.0, 1.0])
+            out.append(CostTable(x, x, x, x + 1.0))
+            continue
+        s = srv[0]
+        idle, peak, slots = b.server_idle_w[s], b.server_peak_w[s], float(b.server_slots[s])
+        n = np.arange(1, bmax + 1, dtype=float)
+        out.append(
+            CostTable(
+                prompt_x=b.prefill_tok[t].astype(float),
+                prompt_s=b.prefill_s[t].astype(float),
+                token_x=n,
+                token_s=b.decode_s[t, 1:].astype(float),
+                mixed_factor=MIXED_FACTOR_SPLITWISE,
+                power_prefill_x=np.array([0.0, 1.0]),
+                power_prefill_w=np.array([peak, peak]),
+                power_decode_x=np.array([0.0, slots]),
+                power_decode_w=np.array([idle, peak]),
+                idle_w=idle,
+                peak_w=peak,
+            )
+        )
+    return out
+
+
+def iteration_config(b: BuiltCluster) -> IterationConfig:
+    ty = b.server_hw * b.n_models + b.server_model0
+    kv_tok = b.kv_bytes_per_token[b.server_model0] * BLOCK_TOKENS_DEFAULT
+    blocks = np.floor(b.kv_cap_bytes[ty] / kv_tok).astype(np.int64)
+    n = b.n_servers
+    return IterationConfig(
+        server_type=ty.astype(np.int64),
+        server_model=b.server_model0.astype(np.int64),
+        max_running=b.server_slots.astype(np.int64).copy(),
+        queue_limit=b.queue_limit.astype(np.int64),
+        blocks_total=np.maximum(blocks, 1),
+        max_batched_tokens=np.full(n, MAX_BATCHED_TOKENS_DEFAULT, dtype=np.int64),
+        chunked=np.zeros(n, dtype=np.bool_),
+    )
+
+
+class IterationBackend:
+    """Per-request outcomes and the kernel's server state across epochs."""
+
+    server_model = "iteration"
+
+    def __init__(self, built: BuiltCluster, reqs: Requests, lp_codes: np.ndarray, local_policies,
+                 n_epochs: int):  # fmt: skip
+        self.b = built
+        self.reqs = reqs
+        n = len(reqs)
+        self.lp_codes = lp_codes.astype(np.int64)
+        self.local_policies = local_policies
+        self.cfg = iteration_config(built)
+        self.slots0 = self.cfg.max_running.copy()
+        self.cost = stack_cost_tables(cost_tables(built))
+        self.st = IterationState.empty(self.cfg, built.n_regions)
+        ty = self.cfg.server_type
+        self._full_step_s = built.decode_s[ty, built.server_slots]
+        self._kv_block_bytes = built.kv_bytes_per_token[built.server_model0] * self.cfg.block_tokens
+        self.region = np.full(n, -1, dtype=np.int64)
+        self.server = np.full(n, -1, dtype=np.int64)
+        self.dispatch = np.full(n, np.nan)
+        self.t_reg = np.full(n, np.nan)
+        self.t_first = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.drop = np.zeros(n, dtype=np.int64)
+        for k in ("n_preempt", "prefill_tok", "recomp_tok", "decode_in", "out_tok"):
+            setattr(self, k, np.zeros(n, dtype=np.int64))
+        self.tbt_sum = np.zeros(n)
+        self.tbt_max = np.zeros(n)
+        self.carry = np.zeros(0, dtype=np.int64)  # dispatched, arriving after the epoch end
+        self.acc_prev = np.zeros_like(self.st.acc)
+        for k in EPOCH_FIELDS:
+            setattr(self, k, np.zeros((built.n_regions, n_epochs)))
+        self.logged_ids = np.zeros(0, dtype=np.int64)  # outcomes logged in the last epoch
+        self.journal: list | None = None
+
+    # ------------------------------------------------------------------ outcomes
+    def _write(self, ids: np.ndarray, **vals) -> None:
+        if self.journal is not None:
+            self.journal.append((ids, tuple(vals), tuple(getattr(self, k)[ids] for k in vals)))
+        for k, v in vals.items():
+            getattr(self, k)[ids] = v
+
+    def _drain(self) -> np.ndarray:
+        log = self.st.drain_log()
+        ids = log["req"]
+        if ids.size:
+            self._write(ids, **{dst: log[src] for src, dst in _LOG_FIELDS})
+        return ids
+
+    # ------------------------------------------------------------------ placement
+    def place(self, ids, dispatch_t, regions, net_s, slots_eff, u_local) -> None:
+        """Record requests ``ids`` dispatched at ``dispatch_t`` towards ``regions``; they are
+        queued at their servers by :meth:`end_epoch`."""
+        del u_local  # the stepper's per-request uniforms are read by id in end_epoch
+        self._slots_eff = slots_eff
+        if ids.size == 0:
+            return
+        self._write(ids, region=regions, dispatch=dispatch_t, t_reg=dispatch_t + net_s)
+        self.carry = np.concatenate([self.carry, ids])
+
+    def end_epoch(self, e: int, t_end: float, u_local: np.ndarray) -> None:
+        """Queue the requests arriving before ``t_end`` and run the servers up to it."""
+        b, st, cfg, cost = self.b, self.st, self.cfg, self.cost
+        slots = np.minimum(np.maximum(getattr(self, "_slots_eff", self.slots0), 1), self.slots0)
+        if not np.array_equal(slots, cfg.max_running):
+            cfg.max_running[:] = slots
+            st.forget_cache()
+        ids = self.carry
+        ids = ids[np.argsort(self.t_reg[ids], kind="stable")]
+        k = int(np.searchsorted(self.t_reg[ids], t_end, side="left"))
+        now, self.carry = ids[:k], ids[k:]
+        # a region whose power cap leaves no usable slot drops its arrivals (as the slots model)
+        slots_eff = getattr(self, "_slots_eff", self.slots0)
+        reg_slots = np.bincount(b.server_region, weights=slots_eff, minlength=b.n_regions)
+        capped = reg_slots[self.region[now]] <= 0
+        if capped.any():
+            self._write(now[capped], drop=np.full(int(capped.sum()), SK.DROP_POWER_CAP))
+            now = now[~capped]
+        reqs = self.reqs
+        args = (
+            self.t_reg[now], self.region[now], reqs.model[now].astype(np.int64), now,
+            reqs.prompt_tokens[now].astype(np.int64), reqs.output_tokens[now].astype(np.int64),
+            u_local[now],
+        )  # fmt: skip
+        self._logged_now = [ids[:k][capped]]
+        if np.all(self.lp_codes >= 0):
+            out = run_arrivals(st, cfg, cost, *args, t_end, b.region_start, self.lp_codes)
+            self._write(now, server=out)
+        else:
+            self._place_python(*args)
+            advance(st, cfg, cost, 0, b.n_servers, t_end)
+        self.logged_ids = np.concatenate([self._drain(), *self._logged_now])
+        self._close_epoch(e)
+
+    def _close_epoch(self, e: int) -> None:
+        acc = self.st.acc
+        d = acc - self.acc_prev
+        self.acc_prev = acc.copy()
+        b = self.b
+        reg = b.server_region
+        n_r = b.n_regions
+
+        def by_region(w):
+            return np.bincount(reg, weights=w, minlength=n_r)
+
+        busy = d[:, IK.A_BUSY_S]
+        self.dyn_kwh[:, e] = by_region(d[:, IK.A_ENERGY_J] - b.server_idle_w * busy) / 3.6e6
+        self.busy_s[:, e] = by_region(busy)
+        self.iters[:, e] = by_region(d[:, IK.A_ITER])
+        self.batch_sum[:, e] = by_region(d[:, IK.A_BATCH_SUM])
+        self.tokens[:, e] = by_region(d[:, IK.A_TOKENS])
+        self.budget_tokens[:, e] = by_region(d[:, IK.A_ITER] * self.cfg.max_batched_tokens)
+
+    def _place_python(self, t_reg, regions, model, ids, prompt, output, u_local) -> None:
+        """Arrivals one by one: built-in regions through the kernel, the others through the
+        region's Python ``pick`` on a :class:`ServerView` of the iteration state."""
+        b, st, cfg, cost = self.b, self.st, self.cfg, self.cost
+        out_server = np.full(ids.size, -1, dtype=np.int64)
+        for i in range(ids.size):
+            r = int(regions[i])
+            sl = slice(i, i + 1)
+            if self.lp_codes[r] >= 0:
+                out_server[sl] = run_arrivals(
+                    st, cfg, cost, t_reg[sl], regions[sl], model[sl], ids[sl], prompt[sl],
+                    output[sl], u_local[sl], -np.inf, b.region_start, self.lp_codes,
+                )  # fmt: skip
+                continue
+            s0, s1 = int(b.region_start[r]), int(b.region_start[r + 1])
+            t, m = float(t_reg[i]), int(model[i])
+            p, o = int(prompt[i]), int(output[i])
+            nb = (p + o + cfg.block_tokens - 1) // cfg.block_tokens
+            serves = cfg.server_model[s0:s1] == m
+            eligible = serves & (nb <= cfg.blocks_total[s0:s1])
+            if not eligible.any():
+                code = IK.DROP_KV_OVERFLOW if serves.any() else IK.DROP_NO_SERVER
+                rid = ids[sl]
+                self._write(rid, drop=np.array([code]), server=np.array([-1]))
+                self._logged_now.append(rid)
+                continue
+            tokens = self._tokens_at(s0, s1, t)
+            view = ServerView(
+                t, st.nrun[s0:s1].astype(float), st.qlen[s0:s1].astype(float),
+                cfg.max_running[s0:s1].astype(float), tokens, tokens, eligible, eligible,
+            )  # fmt: skip
+            req = RequestView(int(ids[i]), t, int(self.reqs.cls[ids[i]]), m, p, o,
+                              float(u_local[i]))  # fmt: skip
+            pick = int(self.local_policies[r].pick(req, view))
+            if not (0 <= pick < s1 - s0) or not eligible[pick]:
+                raise GreenrouteError(
+                    f"local policy {self.local_policies[r].name!r} picked server {pick} in region "
+                    f"{b.regions[r]}; valid picks are eligible indices "
+                    f"{np.flatnonzero(eligible).tolist()}"
+                )
+            out_server[i] = s0 + pick
+            enqueue(st, cfg, cost, s0 + pick, int(ids[i]), t, p, o)
+        self._write(ids, server=out_server)
+
+    def _tokens_at(self, s0: int, s1: int, t: float) -> np.ndarray:
+        """Tokens of work left per server at ``t``, as the kernel's least-loaded score: a
+        server in a steady decode run in closed form, others advanced to ``t``."""
+        st, cfg, cost = self.st, self.cfg, self.cost
+        out = np.empty(s1 - s0)
+        for s in range(s0, s1):
+            m = 0
+            steady = st.clock[s] >= t
+            if not steady and st.ff_k[s] > 0:
+                m = int(np.ceil((t - st.clock[s]) / st.ff_d[s]))
+                steady = m < st.ff_k[s]
+            if not steady:
+                k, d = IK._steady(s, cfg.as_tuple(), cost.as_tuple(), st.as_tuple())
+                m = int(np.ceil((t - st.clock[s]) / d)) if k > 0 else 0
+                steady = k > 0 and m < k
+                if not steady:
+                    advance(st, cfg, cost, s, s + 1, t)
+                    m = 0
+            out[s - s0] = float(st.work_tok[s] - m * st.nrun[s])
+        return out
+
+    # ------------------------------------------------------------------ observations
+    def region_state(self, t: float) -> dict[str, np.ndarray]:
+        """Running and waiting requests, work left and KV in use per region (servers stand at
+        the end of the last epoch's iterations)."""
+        b, st, cfg = self.b, self.st, self.cfg
+        reg, n_r = b.server_region, b.n_regions
+        busy = np.bincount(reg, weights=st.nrun, minlength=n_r)
+        queue = np.bincount(reg, weights=st.qlen, minlength=n_r)
+        backlog = np.bincount(reg, weights=st.work_tok * self._full_step_s, minlength=n_r)
+        used = (cfg.blocks_total - st.blocks_free) * self._kv_block_bytes
+        kv_used = np.bincount(reg, weights=used, minlength=n_r)
+        return {"busy": busy, "queue": queue, "backlog": backlog, "kv_used": kv_used}
+
+    def resident_models(self) -> list[frozenset[int]]:
+        out = []
+        for r in range(self.b.n_regions):
+            s0, s1 = self.b.region_start[r], self.b.region_start[r + 1]
+            out.append(frozenset(int(m) for m in np.unique(self.cfg.server_model[s0:s1])))
+        return out
+
+    def in_flight_ids(self) -> np.ndarray:
+        """Dispatched requests with no outcome yet (queued, running or on the network)."""
+        return np.flatnonzero((self.region >= 0) & (self.drop == 0) & np.isnan(self.finish))
+
+    # ------------------------------------------------------------------ counterfactual forks
+    def snapshot(self, e0: int, e1: int) -> dict:
+        """Kernel state copy, epoch figures, network carry, and a journal of outcome writes."""
+        snap = {
+            "st": self.st.copy(),
+            "max_running": self.cfg.max_running.copy(),
+            "carry": self.carry,
+            "acc_prev": self.acc_prev.copy(),
+            "epoch": {k: getattr(self, k)[:, e0:e1].copy() for k in EPOCH_FIELDS},
+            "e0": e0,
+            "logged": self.logged_ids,
+            "slots_eff": getattr(self, "_slots_eff", None),
+            "journal": self.journal,
+            "local_policies": self.local_policies,
+        }
+        self.journal = []
+        if (self.lp_codes < 0).any():  # a Python pick() may keep memory: the fork uses copies
+            self.local_policies = [copy.deepcopy(p) for p in self.local_policies]
+        return snap
+
+    def restore(self, snap: dict) -> None:
+        for ids, keys, old in reversed(self.journal):
+            for k, v in zip(keys, old, strict=True):
+                getattr(self, k)[ids] = v
+        self.journal = snap["journal"]
+        self.st = snap["st"]  # a snapshot serves one restore (sim/fork_state.EngineState)
+        self.cfg.max_running[:] = snap["max_running"]
+        self.carry = snap["carry"]
+        self.acc_prev = snap["acc_prev"].copy()
+        e0 = snap["e0"]
+        for k, v in snap["epoch"].items():
+            getattr(self, k)[:, e0 : e0 + v.shape[1]] = v
+        self.logged_ids = snap["logged"]
+        if snap["slots_eff"] is not None:
+            self._slots_eff = snap["slots_eff"]
+        self.local_policies = snap["local_policies"]

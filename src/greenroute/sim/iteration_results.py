@@ -1,0 +1,170 @@
+"""Metrics, ledgers and frames of a request-fidelity run with the iteration server model.
+
+Latency (per request, seconds):
+
+* TTFT = 2 x one-way network + (end of the iteration that produced the first token - arrival
+  at the region). The iteration kernel has no model swap (each server serves its resident
+  model), so no cold load enters it.
+* end-to-end = end of the iteration of the last token + one-way network - arrival at the
+  origin (deferrable requests include the time they were held).
+* ``tbt_mean_s``: mean time between tokens over every token gap of the completed requests;
+  ``tbt_p99_s``: 99th percentile over completed requests of each request's MEAN gap (requests
+  with one output token have no gap and are left out).
+
+Energy: per epoch and server, the energy of the iterations that started in the epoch (from the
+kernel's cumulative accumulators read at each epoch end) less idle power over their duration
+gives the dynamic IT energy; the ledger adds always-on idle power, so carbon, water and cost
+follow as in the slots model. Utilisation = the share of time the region's servers run
+iterations. ``batch_size_mean`` = requests per iteration; ``token_budget_utilisation`` = tokens
+processed / (iterations x token budget), per region in the epoch frame and in total.
+
+Conservation: every request is completed (finish <= horizon), dropped with a reason, or in
+flight (held, on the network, queued, running, or finishing after the horizon). Tokens: for a
+completed request prefill_tokens = prompt tokens and output tokens = output length; recomputed
+tokens (after preemption) are counted apart.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from greenroute.data.requests import CLASS_DEFERRABLE, CLASS_INTERACTIVE
+from greenroute.sim import kernel as K
+from greenroute.sim.iteration import kernel as IK
+from greenroute.sim.results import (
+    RunResult,
+    _add_common,
+    _epoch_frame,
+    _ledger,
+    _result,
+    _safe,
+    _totals,
+)
+
+
+def latencies(sim, be) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(network one way, TTFT, end-to-end) per request (NaN where not applicable)."""
+    prep, reqs = sim.prep, be.reqs
+    net = np.zeros(len(reqs))
+    has = be.region >= 0
+    net[has] = prep.latency_s[reqs.origin[has], be.region[has]]
+    ttft = 2.0 * net + (be.t_first - be.t_reg)
+    e2e = be.finish + net - reqs.arrival_s
+    return net, ttft, e2e
+
+
+def epoch_parts(sim, be, e: int) -> dict:
+    """One epoch's figures for forks (``sim/fork.py``): IT energy of the epoch's window, and
+    TTFT / SLO misses / drops of the requests whose outcome was logged in the epoch (completed
+    or dropped then: in this model a request's latency is known when it finishes)."""
+    sc, reqs = sim.sc, be.reqs
+    it = be.dyn_kwh[:, e] + be.b.region_idle_kw() * sc.epoch_s / 3600.0
+    ids = be.logged_ids
+    drop = be.drop[ids]
+    ok = ids[drop == 0]
+    _, ttft, e2e = latencies(sim, be)
+    cls = reqs.cls[ok]
+    inter = cls == CLASS_INTERACTIVE
+    slo_value = ttft[ok] if sc.slo_kind == "ttft" else e2e[ok]
+    late_i = inter & (slo_value > sc.ttft_slo_s)
+    late_d = (cls == CLASS_DEFERRABLE) & (be.finish[ok] > reqs.deadline_s[ok])
+    return {
+        "it_kwh": it,
+        "n_int": float(inter.sum()),
+        "ttft_sum": float(ttft[ok][inter].sum()),
+        "slo_misses": float(late_i.sum() + late_d.sum()),
+        "dropped": float((drop > 0).sum()),
+    }
+
+
+def finalize_iteration(sim, be) -> RunResult:
+    sc, prep, reqs = sim.sc, sim.prep, be.reqs
+    b = prep.built
+    n_e, n_r = sc.n_epochs, b.n_regions
+    t_end = n_e * sc.epoch_s
+    led, _ = _ledger(sim, be.dyn_kwh)
+    disp_epoch = np.floor(np.nan_to_num(be.dispatch, nan=-1) / sc.epoch_s).astype(np.int64)
+    ok = (be.region >= 0) & (disp_epoch >= 0) & (disp_epoch < n_e)
+    dispatched = np.zeros((n_r, n_e))
+    np.add.at(dispatched, (be.region[ok], disp_epoch[ok]), 1.0)
+    metrics = _totals(led)
+    n = len(reqs)
+    dropped = be.drop > 0
+    completed = (be.drop == 0) & (be.finish <= t_end)
+    _, ttft, e2e = latencies(sim, be)
+    inter = reqs.cls == CLASS_INTERACTIVE
+    defer = reqs.cls == CLASS_DEFERRABLE
+    tt = ttft[inter & completed]
+    slo_metric = ttft if sc.slo_kind == "ttft" else e2e
+    viol_i = inter & completed & (slo_metric > sc.ttft_slo_s)
+    viol_d = defer & completed & (be.finish > reqs.deadline_s)
+    denom = int(completed.sum() + dropped.sum())
+    viol = int(viol_i.sum() + viol_d.sum() + dropped.sum())
+    delay = (be.dispatch - reqs.arrival_s)[defer & np.isfinite(be.dispatch)]
+    gaps = be.out_tok[completed] - 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tbt_req = be.tbt_sum[completed] / gaps
+    tbt_req = tbt_req[gaps > 0]
+    ee = e2e[completed]
+    acc = be.st.acc.sum(axis=0)
+    iters = float(acc[IK.A_ITER])
+    budget = float((be.st.acc[:, IK.A_ITER] * be.cfg.max_batched_tokens).sum())
+    metrics.update(
+        {
+            "ttft_mean_s": _safe(np.mean, tt),
+            "ttft_p50_s": _safe(np.percentile, tt, 50),
+            "ttft_p95_s": _safe(np.percentile, tt, 95),
+            "ttft_p99_s": _safe(np.percentile, tt, 99),
+            "e2e_mean_s": _safe(np.mean, ee),
+            "e2e_p50_s": _safe(np.percentile, ee, 50),
+            "e2e_p95_s": _safe(np.percentile, ee, 95),
+            "e2e_p99_s": _safe(np.percentile, ee, 99),
+            "tbt_mean_s": float(be.tbt_sum[completed].sum() / gaps.sum())
+            if gaps.sum() > 0
+            else float("nan"),
+            "tbt_p99_s": _safe(np.percentile, tbt_req, 99),  # p99 of per-request mean TBT
+            "slo_violation_pct": 100.0 * viol / denom if denom else 0.0,
+            "max_defer_delay_min": float(delay.max() / 60.0) if delay.size else 0.0,
+            "requests_total": float(n),
+            "requests_completed": float(completed.sum()),
+            "requests_dropped": float(dropped.sum()),
+            "requests_in_flight": float(n - completed.sum() - dropped.sum()),
+            "interactive_requests": float(inter.sum()),
+            "preemptions": float(acc[IK.A_PREEMPT]),
+            "iterations": iters,
+            "batch_size_mean": float(acc[IK.A_BATCH_SUM] / iters) if iters else float("nan"),
+            "token_budget_utilisation": float(acc[IK.A_TOKENS] / budget) if budget else 0.0,
+            "prefill_tokens": float(be.prefill_tok.sum()),
+            "recomputed_tokens": float(be.recomp_tok.sum()),
+            "output_tokens": float(be.out_tok.sum()),
+        }
+    )
+    for code, name in enumerate(K.DROP_REASONS):
+        if code:
+            metrics[f"dropped_{name}"] = float((be.drop == code).sum())
+    per_server = b.region_slots() / np.maximum(b.region_servers(), 1)
+    busy_slot_s = be.busy_s * per_server[:, None]  # utilisation = busy server time / time
+    _add_common(metrics, sim, busy_slot_s)
+    frame = _epoch_frame(sim, led, dispatched, busy_slot_s)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frame["batch_size_mean"] = np.where(be.iters > 0, be.batch_sum / be.iters, np.nan).ravel()
+        frame["token_budget_utilisation"] = np.where(
+            be.budget_tokens > 0, be.tokens / be.budget_tokens, 0.0
+        ).ravel()
+    req_frame = None
+    if sim.config.record_requests:
+        req_frame = reqs.to_frame()
+        req_frame["region"] = be.region
+        req_frame["server"] = be.server
+        req_frame["dispatch_s"] = be.dispatch
+        req_frame["first_token_s"] = be.t_first
+        req_frame["finish_s"] = be.finish
+        req_frame["ttft_s"] = ttft
+        req_frame["e2e_s"] = e2e
+        req_frame["preemptions"] = be.n_preempt
+        req_frame["prefill_tokens"] = be.prefill_tok
+        req_frame["recomputed_tokens"] = be.recomp_tok
+        req_frame["output_tokens_done"] = be.out_tok
+        req_frame["drop_reason"] = np.array(K.DROP_REASONS, dtype=object)[be.drop]
+        req_frame["held"] = be.held_flag
+    return _result(sim, metrics, frame, req_frame)
