@@ -23,6 +23,15 @@ bound and draws the server's peak power (Patel et al., Splitwise, ISCA 2024: pro
 x n / slots``, the per-slot power of the slots model (``physics/power.py``). Idle power for the
 time between iterations is the ledger's always-on idle power.
 
+Power caps (hard or a plan's): a region capped at ``idle + f x (peak - idle)`` runs at most
+``floor(f x slots)`` requests per server (as the slots model), and its servers switch to a
+throttled cost table: power never above ``idle + f x (peak - idle)`` per server, prefill
+iterations stretched by ``1 / f`` so that their dynamic energy is unchanged (a conservative
+reading of GPU power capping: lower clocks, same work; real DVFS is somewhat more efficient).
+An iteration that runs past the epoch's end has the overhang's time and energy (at the
+server's mean power of the epoch) moved to the next epoch, so each epoch's ledger covers its
+own window (energy past the run's horizon is not counted, as in the slots model).
+
 Servers serve their resident model only (the kernel has no model swap, so no cold load enters
 TTFT); KV blocks per server = the profile's KV capacity / (KV bytes per token x block tokens).
 Observations: busy = running requests, queue = waiting requests, backlog = tokens of work left
@@ -35,6 +44,7 @@ Python ``pick`` chooses as the kernel does).
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 
@@ -104,6 +114,20 @@ def cost_tables(b: BuiltCluster) -> list[CostTable]:
     return out
 
 
+def throttled(c: CostTable, frac: float, slots: float) -> CostTable:
+    """``c`` under a power cap of ``idle + frac x (peak - idle)`` watts (``0 < frac < 1``):
+    prefill stretched by ``1 / frac`` at the capped power, decode power clamped at it."""
+    cap_w = c.idle_w + frac * (c.peak_w - c.idle_w)
+    n_cap = max(frac * slots, 1e-9)
+    return replace(
+        c,
+        prompt_s=c.prompt_s / frac,
+        power_prefill_w=np.array([cap_w, cap_w]),
+        power_decode_x=np.array([0.0, n_cap, n_cap + 1.0]),
+        power_decode_w=np.array([c.idle_w, cap_w, cap_w]),
+    )
+
+
 def iteration_config(b: BuiltCluster) -> IterationConfig:
     ty = b.server_hw * b.n_models + b.server_model0
     kv_tok = b.kv_bytes_per_token[b.server_model0] * BLOCK_TOKENS_DEFAULT
@@ -134,7 +158,13 @@ class IterationBackend:
         self.local_policies = local_policies
         self.cfg = iteration_config(built)
         self.slots0 = self.cfg.max_running.copy()
-        self.cost = stack_cost_tables(cost_tables(built))
+        self.tables = cost_tables(built)
+        self.base_type = self.cfg.server_type.copy()
+        self.n_base = len(self.tables)
+        self.capped_types: dict[tuple[int, float], int] = {}  # (base type, frac) -> type
+        self.cost = stack_cost_tables(self.tables)
+        self.over_busy = np.zeros(built.n_servers)  # overhang moved to the next epoch
+        self.over_j = np.zeros(built.n_servers)
         self.st = IterationState.empty(self.cfg, built.n_regions)
         ty = self.cfg.server_type
         self._full_step_s = built.decode_s[ty, built.server_slots]
@@ -182,13 +212,32 @@ class IterationBackend:
         self._write(ids, region=regions, dispatch=dispatch_t, t_reg=dispatch_t + net_s)
         self.carry = np.concatenate([self.carry, ids])
 
-    def end_epoch(self, e: int, t_end: float, u_local: np.ndarray) -> None:
-        """Queue the requests arriving before ``t_end`` and run the servers up to it."""
-        b, st, cfg, cost = self.b, self.st, self.cfg, self.cost
+    def _apply_caps(self, cap_frac: np.ndarray | None) -> None:
+        b, cfg = self.b, self.cfg
         slots = np.minimum(np.maximum(getattr(self, "_slots_eff", self.slots0), 1), self.slots0)
-        if not np.array_equal(slots, cfg.max_running):
+        ty = self.base_type.copy()
+        if cap_frac is not None:
+            f = np.asarray(cap_frac, dtype=float)[b.server_region]
+            for s in np.flatnonzero((f < 1.0) & (f > 0.0)):
+                key = (int(ty[s]), float(f[s]))
+                if key not in self.capped_types:
+                    self.capped_types[key] = len(self.tables)
+                    self.tables.append(
+                        throttled(self.tables[key[0]], key[1], float(b.server_slots[s]))
+                    )
+                    self.cost = stack_cost_tables(self.tables)
+                ty[s] = self.capped_types[key]
+        if not (np.array_equal(slots, cfg.max_running) and np.array_equal(ty, cfg.server_type)):
             cfg.max_running[:] = slots
-            st.forget_cache()
+            cfg.server_type[:] = ty
+            self.st.forget_cache()
+
+    def end_epoch(
+        self, e: int, t_end: float, u_local: np.ndarray, cap_frac: np.ndarray | None = None
+    ) -> None:
+        """Queue the requests arriving before ``t_end`` and run the servers up to it."""
+        self._apply_caps(cap_frac)
+        b, st, cfg, cost = self.b, self.st, self.cfg, self.cost
         ids = self.carry
         ids = ids[np.argsort(self.t_reg[ids], kind="stable")]
         k = int(np.searchsorted(self.t_reg[ids], t_end, side="left"))
@@ -214,9 +263,9 @@ class IterationBackend:
             self._place_python(*args)
             advance(st, cfg, cost, 0, b.n_servers, t_end)
         self.logged_ids = np.concatenate([self._drain(), *self._logged_now])
-        self._close_epoch(e)
+        self._close_epoch(e, t_end)
 
-    def _close_epoch(self, e: int) -> None:
+    def _close_epoch(self, e: int, t_end: float) -> None:
         acc = self.st.acc
         d = acc - self.acc_prev
         self.acc_prev = acc.copy()
@@ -227,8 +276,15 @@ class IterationBackend:
         def by_region(w):
             return np.bincount(reg, weights=w, minlength=n_r)
 
-        busy = d[:, IK.A_BUSY_S]
-        self.dyn_kwh[:, e] = by_region(d[:, IK.A_ENERGY_J] - b.server_idle_w * busy) / 3.6e6
+        # the last iteration's part past t_end goes to the next epoch, at the mean power
+        busy_it, energy_it = d[:, IK.A_BUSY_S], d[:, IK.A_ENERGY_J]
+        move = np.minimum(np.maximum(self.st.clock - t_end, 0.0), busy_it)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            move_j = np.where(busy_it > 0, energy_it * move / busy_it, 0.0)
+        busy = busy_it - move + self.over_busy
+        energy = energy_it - move_j + self.over_j
+        self.over_busy, self.over_j = move, move_j
+        self.dyn_kwh[:, e] = by_region(energy - b.server_idle_w * busy) / 3.6e6
         self.busy_s[:, e] = by_region(busy)
         self.iters[:, e] = by_region(d[:, IK.A_ITER])
         self.batch_sum[:, e] = by_region(d[:, IK.A_BATCH_SUM])
@@ -330,6 +386,9 @@ class IterationBackend:
         snap = {
             "st": self.st.copy(),
             "max_running": self.cfg.max_running.copy(),
+            "server_type": self.cfg.server_type.copy(),
+            "cost": (self.cost, len(self.tables), dict(self.capped_types)),
+            "over": (self.over_busy, self.over_j),
             "carry": self.carry,
             "acc_prev": self.acc_prev.copy(),
             "epoch": {k: getattr(self, k)[:, e0:e1].copy() for k in EPOCH_FIELDS},
@@ -351,6 +410,10 @@ class IterationBackend:
         self.journal = snap["journal"]
         self.st = snap["st"]  # a snapshot serves one restore (sim/fork_state.EngineState)
         self.cfg.max_running[:] = snap["max_running"]
+        self.cfg.server_type[:] = snap["server_type"]
+        self.cost, n_tables, self.capped_types = snap["cost"]
+        del self.tables[n_tables:]
+        self.over_busy, self.over_j = snap["over"]
         self.carry = snap["carry"]
         self.acc_prev = snap["acc_prev"].copy()
         e0 = snap["e0"]
