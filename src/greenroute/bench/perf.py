@@ -1,7 +1,8 @@
 """``make bench``: performance figures (not timed tests).
 
 - request-level throughput: simulated requests per second on one core, 10 regions,
-  ``lowest-carbon`` + ``least-loaded``, >= 1M requests (bar: >= 400k req/s);
+  ``lowest-carbon`` + ``least-loaded``, >= 1M requests, with the slots server model (bar:
+  >= 400k req/s) and with the iteration server model (issue 8; bar: >= 100k req/s);
 - peak memory of that run in a fresh process (bar: < 1 GB for 1M requests);
 - wall time of a 31-day ``geo10`` run at its default (fluid) fidelity (bar: < 60 s);
 - ``lp-mpc`` plan latency with 12 regions at H = 8 (bar: < 50 ms) and at its default H = 48;
@@ -44,7 +45,7 @@ BENCH_SERVERS = 24  # per region: ~55 % utilisation at this load
 BENCH_HOURS = 1.15  # -> about 1.1M requests
 
 
-def bench_scenario(hours: float = BENCH_HOURS):
+def bench_scenario(hours: float = BENCH_HOURS, server_model: str = "slots"):
     from greenroute.catalog import get_region
     from greenroute.data.workload import WorkloadSpec
     from greenroute.sim.cluster import uniform_cluster
@@ -68,6 +69,7 @@ def bench_scenario(hours: float = BENCH_HOURS):
         days=hours / 24.0,
         fidelity="request",
         real_data=False,
+        server_model=server_model,
     )
 
 
@@ -75,19 +77,19 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
 
-def child_request() -> dict:
+def child_request(server_model: str = "slots") -> dict:
     from greenroute.policies.registry import local_policy_factory, make_geo_policy
     from greenroute.sim.engine import SimConfig, Simulation
     from greenroute.sim.prepare import prepare
 
     # warm up (compile or load the numba cache) on a tiny run
-    warm = bench_scenario(0.02)
+    warm = bench_scenario(0.02, server_model)
     Simulation(
         prepare(warm, 1), make_geo_policy("lowest-carbon"), local_policy_factory("least-loaded")
     ).run()
     rss_before = _peak_rss_mb()
     t0 = time.perf_counter()
-    prep = prepare(bench_scenario(), 0)
+    prep = prepare(bench_scenario(server_model=server_model), 0)
     t1 = time.perf_counter()
     sim = Simulation(
         prep,
@@ -107,6 +109,8 @@ def child_request() -> dict:
         "peak_rss_mb": _peak_rss_mb(),
         "peak_rss_before_run_mb": rss_before,
         "ttft_mean_s": res.metrics["ttft_mean_s"],
+        "ttft_p99_s": res.metrics["ttft_p99_s"],
+        "server_model": res.server_model,
     }
 
 
@@ -242,6 +246,7 @@ def _extra(name: str) -> dict:
 
 CHILDREN = {
     "request": child_request,
+    "request_iteration": lambda: child_request("iteration"),
     "geo10": child_geo10,
     "lp_latency": child_lp_latency,
     "oracle_geo10": child_oracle_geo10,
@@ -268,6 +273,7 @@ def main() -> None:
         print(json.dumps(figures, indent=2))
         return
     r, g = figures["request"], figures["geo10"]
+    ri = figures["request_iteration"]
     rows = [
         ("request-level throughput (10 regions, lowest-carbon + least-loaded)",
          f"{r['requests_per_s_simulate']:,.0f} req/s simulate "
@@ -275,6 +281,12 @@ def main() -> None:
          f"generation {r['requests_per_s_end_to_end']:,.0f} req/s)", ">= 400,000 req/s"),
         ("peak memory of that run (fresh process RSS)", f"{r['peak_rss_mb']:,.0f} MB",
          "< 1,024 MB"),
+        ("the same with the iteration server model (continuous batching per iteration)",
+         f"{ri['requests_per_s_simulate']:,.0f} req/s simulate "
+         f"({ri['requests']:,.0f} requests in {ri['simulate_s']:.2f} s; "
+         f"{ri['requests_per_s_simulate'] / r['requests_per_s_simulate']:.2f} x slots; "
+         f"TTFT p99 {ri['ttft_p99_s']:.2f} s vs {r['ttft_p99_s']:.2f} s; "
+         f"peak RSS {ri['peak_rss_mb']:,.0f} MB)", ">= 100,000 req/s"),
         (f"geo10, 31 days, fluid, {g['data']} data: local-only",
          f"{g['local-only_wall_s']:.1f} s", "< 60 s"),
         (f"geo10, 31 days, fluid, {g['data']} data: lowest-carbon",

@@ -351,7 +351,7 @@ class _RequestStepper:
         sc, prep, reqs, n_o = sim.sc, sim.prep, self.reqs, self.n_o
         t0 = e * sc.epoch_s
         t1 = t0 + sc.epoch_s
-        slots_eff, cap_frac = sim.effective_slots(plan.power_cap_kw)
+        slots_eff, _ = sim.effective_slots(plan.power_cap_kw)
         hold = np.zeros(n_o) if plan.hold is None else np.asarray(plan.hold, dtype=float)
         ids = np.arange(self.bounds[e], self.bounds[e + 1])
         cls = reqs.cls[ids]
@@ -390,7 +390,7 @@ class _RequestStepper:
         net = prep.latency_s[reqs.origin[disp_ids], regions]
         self.backend.place(disp_ids, disp_t, regions, net, slots_eff, self.u_local[disp_ids])
         if self.iteration:
-            self.backend.end_epoch(e, t1, self.u_local, cap_frac)
+            self.backend.end_epoch(e, t1, self.u_local)
         return {"dispatched": float(disp_ids.size), "held": float(self.pool.size)}
 
     def finish(self):

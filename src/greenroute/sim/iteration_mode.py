@@ -23,10 +23,11 @@ bound and draws the server's peak power (Patel et al., Splitwise, ISCA 2024: pro
 x n / slots``, the per-slot power of the slots model (``physics/power.py``). Idle power for the
 time between iterations is the ledger's always-on idle power.
 
-Power caps (hard or a plan's): a region capped at ``idle + f x (peak - idle)`` runs at most
-``floor(f x slots)`` requests per server (as the slots model), and its servers switch to a
-throttled cost table: power never above ``idle + f x (peak - idle)`` per server, prefill
-iterations stretched by ``1 / f`` so that their dynamic energy is unchanged (a conservative
+Power caps (hard or a plan's): a server left ``k = floor(f x slots)`` usable slots by its
+region's cap (``Simulation.effective_slots``, as the slots model) runs at most ``k`` requests
+and switches to a throttled cost table with ``u = k / slots``: power never above
+``idle + u x (peak - idle)`` (<= the cap), prefill iterations stretched by ``1 / u`` so that
+their dynamic energy is unchanged (a conservative
 reading of GPU power capping: lower clocks, same work; real DVFS is somewhat more efficient).
 An iteration that runs past the epoch's end has the overhang's time and energy (at the
 server's mean power of the epoch) moved to the next epoch, so each epoch's ledger covers its
@@ -160,6 +161,10 @@ class IterationBackend:
         self.slots0 = self.cfg.max_running.copy()
         self.tables = cost_tables(built)
         self.base_type = self.cfg.server_type.copy()
+        self.model0 = self.cfg.server_model.copy()
+        self.has_model = np.zeros((built.n_regions, built.n_models), dtype=bool)
+        self.has_model[built.server_region, self.model0] = True
+        self.has_usable = self.has_model.copy()
         self.n_base = len(self.tables)
         self.capped_types: dict[tuple[int, float], int] = {}  # (base type, frac) -> type
         self.cost = stack_cost_tables(self.tables)
@@ -212,40 +217,46 @@ class IterationBackend:
         self._write(ids, region=regions, dispatch=dispatch_t, t_reg=dispatch_t + net_s)
         self.carry = np.concatenate([self.carry, ids])
 
-    def _apply_caps(self, cap_frac: np.ndarray | None) -> None:
+    def _apply_caps(self) -> None:
         b, cfg = self.b, self.cfg
-        slots = np.minimum(np.maximum(getattr(self, "_slots_eff", self.slots0), 1), self.slots0)
+        slots_eff = getattr(self, "_slots_eff", self.slots0)
+        slots = np.minimum(np.maximum(slots_eff, 1), self.slots0)
+        ok = slots_eff >= 1
+        self.has_usable = np.zeros_like(self.has_model)
+        self.has_usable[b.server_region[ok], self.model0[ok]] = True
+        model = np.where(ok, self.model0, -1)
         ty = self.base_type.copy()
-        if cap_frac is not None:
-            f = np.asarray(cap_frac, dtype=float)[b.server_region]
-            for s in np.flatnonzero((f < 1.0) & (f > 0.0)):
-                key = (int(ty[s]), float(f[s]))
-                if key not in self.capped_types:
-                    self.capped_types[key] = len(self.tables)
-                    self.tables.append(
-                        throttled(self.tables[key[0]], key[1], float(b.server_slots[s]))
-                    )
-                    self.cost = stack_cost_tables(self.tables)
-                ty[s] = self.capped_types[key]
-        if not (np.array_equal(slots, cfg.max_running) and np.array_equal(ty, cfg.server_type)):
+        f = slots_eff / self.slots0  # the usable share of the slots left by the cap
+        for s in np.flatnonzero((f < 1.0) & (f > 0.0)):
+            key = (int(ty[s]), float(f[s]))
+            if key not in self.capped_types:
+                self.capped_types[key] = len(self.tables)
+                self.tables.append(throttled(self.tables[key[0]], key[1], float(self.slots0[s])))
+                self.cost = stack_cost_tables(self.tables)
+            ty[s] = self.capped_types[key]
+        if not (
+            np.array_equal(slots, cfg.max_running)
+            and np.array_equal(ty, cfg.server_type)
+            and np.array_equal(model, cfg.server_model)
+        ):
             cfg.max_running[:] = slots
             cfg.server_type[:] = ty
+            cfg.server_model[:] = model
             self.st.forget_cache()
 
-    def end_epoch(
-        self, e: int, t_end: float, u_local: np.ndarray, cap_frac: np.ndarray | None = None
-    ) -> None:
+    def end_epoch(self, e: int, t_end: float, u_local: np.ndarray) -> None:
         """Queue the requests arriving before ``t_end`` and run the servers up to it."""
-        self._apply_caps(cap_frac)
+        self._apply_caps()
         b, st, cfg, cost = self.b, self.st, self.cfg, self.cost
         ids = self.carry
         ids = ids[np.argsort(self.t_reg[ids], kind="stable")]
         k = int(np.searchsorted(self.t_reg[ids], t_end, side="left"))
         now, self.carry = ids[:k], ids[k:]
-        # a region whose power cap leaves no usable slot drops its arrivals (as the slots model)
-        slots_eff = getattr(self, "_slots_eff", self.slots0)
-        reg_slots = np.bincount(b.server_region, weights=slots_eff, minlength=b.n_regions)
-        capped = reg_slots[self.region[now]] <= 0
+        # a power cap that leaves no usable slot on any server of the request's model in its
+        # region drops it ("power_cap", as the slots model); such servers take no new work
+        usable = self.has_usable[self.region[now], self.reqs.model[now].astype(np.int64)]
+        hosted = self.has_model[self.region[now], self.reqs.model[now].astype(np.int64)]
+        capped = hosted & ~usable
         if capped.any():
             self._write(now[capped], drop=np.full(int(capped.sum()), SK.DROP_POWER_CAP))
             now = now[~capped]
@@ -373,7 +384,7 @@ class IterationBackend:
         out = []
         for r in range(self.b.n_regions):
             s0, s1 = self.b.region_start[r], self.b.region_start[r + 1]
-            out.append(frozenset(int(m) for m in np.unique(self.cfg.server_model[s0:s1])))
+            out.append(frozenset(int(m) for m in np.unique(self.model0[s0:s1])))
         return out
 
     def in_flight_ids(self) -> np.ndarray:
@@ -387,6 +398,8 @@ class IterationBackend:
             "st": self.st.copy(),
             "max_running": self.cfg.max_running.copy(),
             "server_type": self.cfg.server_type.copy(),
+            "server_model": self.cfg.server_model.copy(),
+            "has_usable": self.has_usable,
             "cost": (self.cost, len(self.tables), dict(self.capped_types)),
             "over": (self.over_busy, self.over_j),
             "carry": self.carry,
@@ -411,6 +424,8 @@ class IterationBackend:
         self.st = snap["st"]  # a snapshot serves one restore (sim/fork_state.EngineState)
         self.cfg.max_running[:] = snap["max_running"]
         self.cfg.server_type[:] = snap["server_type"]
+        self.cfg.server_model[:] = snap["server_model"]
+        self.has_usable = snap["has_usable"]
         self.cost, n_tables, self.capped_types = snap["cost"]
         del self.tables[n_tables:]
         self.over_busy, self.over_j = snap["over"]
