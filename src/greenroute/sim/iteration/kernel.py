@@ -484,12 +484,13 @@ def _steady(s, cfg, cost, st):
 @njit(cache=True, inline="always")
 def _steady_scan(s, cfg, cost, st):
     """``(k, d)``: the server's next ``k`` iterations are identical decode-only ones of ``d``
-    seconds, whatever the time, unless a request arrives: queue empty, every running request
+    seconds, whatever the time, unless a request arrives: queue empty (or the running set
+    full, so nothing queued can be admitted before a completion), every running request
     decoding within the token budget, no completion before the ``k``-th, KV blocks enough for
     all. ``k = 0`` when that does not hold."""
     ei, qlen, run, nrun, blocks_free = st[0], st[6], st[7], st[8], st[10]
     n = nrun[s]
-    if qlen[s] > 0 or n == 0 or n > cfg[5][s]:
+    if (qlen[s] > 0 and n < cfg[2][s]) or n == 0 or n > cfg[5][s]:
         return np.int64(0), 0.0
     bt = cfg[7]
     k = np.int64(1) << 40
