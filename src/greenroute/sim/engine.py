@@ -4,6 +4,9 @@ One loop drives both fidelities. At each epoch the geo policy sees an :class:`Ob
 and returns a :class:`Plan`; the plan is validated against the hard constraints; then either
 every request is placed on a server by the compiled kernel (``request`` fidelity) or the
 epoch's demand is served by the fluid model (``fluid`` fidelity, see ``sim/fluid.py``).
+Request fidelity has two server models (``Scenario.server_model``): ``iteration``
+(iteration-level continuous batching, ``sim/iteration_mode.py``; the default for LLM servers)
+and ``slots`` (one placement per request, ``sim/request_mode.py``).
 """
 
 from __future__ import annotations
