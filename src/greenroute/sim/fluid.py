@@ -115,7 +115,27 @@ class FluidBackend:
         codes = np.array([K.kernel_code(lp) for lp in sim.local])
         self.pooled = np.isin(codes, jsq)[self.g_region]
         self._resident: list[frozenset[int]] | None = None
+        self.iteration = sc.resolved_server_model == "iteration"
+        if self.iteration:
+            self._init_iteration()
         self._init_kernel_buffers()
+
+    def _init_iteration(self) -> None:
+        """Iteration server model (``sim/fluid_iteration.py``): the kernel's work unit becomes
+        slot-seconds at the running cap (a request costs ``S w`` of them, ``w`` = server-seconds
+        per request when ``S`` requests run), so its capacity, backlog and utilisation are those
+        of the iteration server; energy and the wait are then corrected per epoch."""
+        from greenroute.sim.fluid_iteration import IterationProfile, saturation_work_s
+
+        prompt, output = self.svc.samples
+        self.prof = IterationProfile(self.b, prompt, output)
+        slots = np.maximum(self.g_slots, 1.0)
+        self.w_sat = saturation_work_s(self.prof, self.types, slots)  # [G, C, M]
+        es = slots[:, None, None] * self.w_sat * self.type_ok[:, None, :]
+        self.E_pf, self.E_pf2, self.E_pfout = es, es * es, np.zeros_like(es)
+        self.E_out = np.zeros_like(self.E_out)
+        self.E_out2 = np.zeros_like(self.E_out2)
+        self.comp["pre"] = []
 
     def _init_kernel_buffers(self) -> None:
         """Packed inputs and scratch/output arrays of ``fluid_kernel.fluid_step``."""
@@ -131,6 +151,7 @@ class FluidBackend:
         self.outs = np.zeros((7, n_g))
         self.out = tuple(self.outs)  # b0 slope cap pw cond es_mix served (views)
         self.n_int = np.zeros((n_g, n_o, n_m))
+        self.n_gcm = np.zeros((n_g, N_CLASSES, n_m))
         self.info = np.zeros(8)
         self.k_static = (
             c(self.g_region, dtype=np.int64), c(self.type_ok, dtype=bool),
@@ -232,8 +253,12 @@ class FluidBackend:
         FK.fluid_step(
             e, self.counts[e], np.ascontiguousarray(hold), margin, route, frac, *self.k_static,
             self.gstate, self.ledgers, self.pools, self.first, self.fbuf, self.acc, self.outs,
-            self.n_int, *self.k_info, self.info,
+            self.n_int, self.n_gcm, *self.k_info, self.info,
         )  # fmt: skip
+        if self.iteration:
+            from greenroute.sim.fluid_iteration import correct_epoch
+
+            pre = correct_epoch(self, e)
         b0, slope, cap, pw, cond, _es_mix, _served = self.out
         n_int = self.n_int
         gg, oo, mm = np.nonzero(n_int > 0)
@@ -250,6 +275,8 @@ class FluidBackend:
             cmp["cap"].append(cap[gg])
             cmp["pw"].append(pw[gg])
             cmp["cond"].append(cond[gg])
+            if self.iteration:
+                cmp["pre"].append(pre[gg])
         return self._epoch_info()
 
     def _epoch_info(self) -> dict:
@@ -282,10 +309,12 @@ class FluidBackend:
         t = c["type"]
         m = t % self.n_m
         e_pf = self.svc.e_pf[t, CLASS_INTERACTIVE, m]
+        # iteration servers: the arrival's residual iteration + its own prefill iteration
+        pre = c["pre"] if self.iteration else e_pf
         stoch_mean = c["pw"] * c["cond"]
         mean_each = (
             c["net2"]
-            + e_pf
+            + pre
             + _fluid_wait_mean(c["b0"], c["slope"], c["cap"], dt)
             + _zero_frac(c["b0"], c["slope"], dt) * stoch_mean
         )
@@ -300,6 +329,8 @@ class FluidBackend:
         stoch = np.where(waits, rng.exponential(1.0, n_samples) * c["cond"][pick], 0.0)
         stoch = np.where(back > 0, 0.0, stoch)
         pf = self._prefill_sample(t[pick], rng)
+        if self.iteration:
+            pf = pf + (pre - e_pf)[pick]
         ttft = c["net2"][pick] + pf + fluid_part + stoch
         return {
             "mean": mean,

@@ -103,7 +103,7 @@ def release(e, dt, hold, margin, slack_hi, pool, pool_lo, first, fbuf, acc, rele
 def fluid_step(
     e, cnt, hold, margin, route, frac,
     g_region, type_ok, pooled, gf, moments, e_out2, decode, gh, par, n_regions,
-    gstate, ledgers, pools, first, fbuf, acc, outs, n_int,
+    gstate, ledgers, pools, first, fbuf, acc, outs, n_int, n_gcm,
     idle_kwh, factors, lat, types, e_pf_int, info,
 ):  # fmt: skip
     """One epoch of ``FluidBackend.step`` (see there for the model). Arrays are packed to keep
@@ -118,7 +118,8 @@ def fluid_step(
       utilisation, busy slots), ``ledgers`` [4, R, E] (dynamic IT kWh, served requests, busy
       slot-s, dispatched), ``pools`` [2, O, M, E] (held mass, lowest deadline);
     * outputs: ``outs`` [7, G] (b0, slope, capacity, P(wait), wait | waiting, mean service,
-      served), ``n_int`` [G, O, M] and ``info`` [8] (see ``FluidBackend._epoch_info``).
+      served), ``n_int`` [G, O, M], ``n_gcm`` [G, C, M] (requests routed to each group)
+      and ``info`` [8] (see ``FluidBackend._epoch_info``).
     """
     dt, slack_lo, slack_hi, sigma = par[0], par[1], par[2], par[3]
     jsq_exponent, noise_sigma_scale, rho_max, period_s, slo_s = (
@@ -204,7 +205,7 @@ def fluid_step(
                 for c in range(n_c):
                     acc[k] += per_region[c, r, m]
     share_gm = np.zeros((n_g, n_m))
-    n_gcm = np.zeros((n_g, n_c, n_m))
+    n_gcm[:] = 0.0
     n_req = np.zeros(n_g)
     cap_rate = np.zeros(n_g)
     for g in range(n_g):

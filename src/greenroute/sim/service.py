@@ -31,6 +31,8 @@ class ServiceModel:
     e_pfout: np.ndarray  # [T, C, M]
     e_tokens: np.ndarray  # [C, M] prompt + output
     e_prompt: np.ndarray  # [C, M]
+    # the length samples (prompt, output) per class, for the iteration fluid's profile
+    samples: tuple[list[np.ndarray], list[np.ndarray]] | None = None
 
     @staticmethod
     def from_samples(
@@ -65,7 +67,10 @@ class ServiceModel:
                 e_pf[t, c, :] = pf.mean()
                 e_pf2[t, c, :] = (pf * pf).mean()
                 e_pfout[t, c, :] = (pf * o).mean()
-        return ServiceModel(built, mix, e_pf, e_pf2, e_out, e_out2, e_pfout, e_tok, e_prompt)
+        samples = (list(prompt), list(output))
+        return ServiceModel(
+            built, mix, e_pf, e_pf2, e_out, e_out2, e_pfout, e_tok, e_prompt, samples
+        )
 
     def moments(self, t: int, c: int, m: int, batch: float) -> tuple[float, float]:
         """(E[S], E[S^2]) for perf type ``t`` at (possibly fractional) batch size."""

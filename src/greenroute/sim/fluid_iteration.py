@@ -1,0 +1,217 @@
+"""Fluid model of the iteration-level server (``server_model="iteration"``): profile, then
+predict (Vidur's approach, Agrawal et al., MLSys 2024).
+
+Profile (once, from the same cost curves and length samples as the iteration engine,
+``sim/iteration_mode.cost_tables``): per perf type ``t``, class ``c`` and number ``n`` of
+running decodes, the prefill iteration of one prompt ``P`` (whole-prompt mode, token budget
+``B``): the decodes it carries ``a(P, n) = min(n, max(0, B - P))`` and its duration
+``tau(P, n) = 1.1 prompt(P + a)`` if ``a > 0`` else ``prompt(P)`` (splitwise-sim
+``performance_model.py:238-253``); tables of ``E[tau]``, ``E[tau^2]``, ``E[a]`` over ``n``.
+
+Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running decodes:
+
+* tokens: every request needs ``O - 1`` decode tokens after the token of its prefill
+  iteration; prefill iterations carry ``lam E[a]`` of them per second, decode-only iterations
+  (duration ``d(N)``, the decode step) the rest: their rate is ``R_d = lam (O - 1 - E[a]) / N``;
+* time: the server iterates whenever a request runs: ``lam E[tau] + R_d d(N) = 1 - exp(-N)``
+  (busy share; the M/G/inf chance of an empty server), a fixed point in ``N``;
+* capacity (``N`` = the running cap ``S``): one request costs
+  ``w = E[tau](S) + (O - 1 - E[a](S)) d(S) / S`` server-seconds; utilisation = ``lam w``.
+* dynamic energy per request: prefill iterations draw peak power, a decode-only iteration of
+  ``n`` requests ``idle + (peak - idle) n / S`` (``iteration_mode.cost_tables``):
+  ``(peak - idle) (E[tau] + (O - 1 - E[a]) d(N) / S)`` joules;
+* TTFT = 2 net + the residual of the iteration running at arrival (Poisson arrivals see the
+  time average: ``(lam E[tau^2] + R_d d^2) / 2``) + the request's own prefill iteration
+  ``E[tau](N)`` + a wait for a running slot (M/G/c with ``c = S``, service = the residence
+  ``N / lam``, as the slots model's queue) .
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from greenroute.sim.iteration.cost import MIXED_FACTOR_SPLITWISE
+from greenroute.sim.iteration.state import MAX_BATCHED_TOKENS_DEFAULT
+from greenroute.sim.service import _interp_extrap
+
+N_PROFILE_SAMPLES = 1 << 14  # prompt lengths per class for the profile tables (mean error ~1 %)
+FIXED_POINT_ITERS = 30
+
+
+class IterationProfile:
+    """Profile tables per (perf type, class): ``tau[t, c, n]``, ``tau2``, ``adv``, n = 0..S."""
+
+    def __init__(self, built, prompt: list[np.ndarray], output: list[np.ndarray]) -> None:
+        n_t = built.type_ok.shape[0]
+        n_c = len(prompt)
+        s_max = int(built.decode_s.shape[1] - 1)
+        self.s_max = s_max
+        self.tau = np.zeros((n_t, n_c, s_max + 1))
+        self.tau2 = np.zeros_like(self.tau)
+        self.adv = np.zeros_like(self.tau)
+        self.e_out = np.zeros(n_c)
+        self.e_out2 = np.zeros(n_c)
+        budget = MAX_BATCHED_TOKENS_DEFAULT
+        n = np.arange(s_max + 1, dtype=float)
+        for c in range(n_c):
+            p = np.asarray(prompt[c], dtype=float)[:N_PROFILE_SAMPLES]
+            o = np.asarray(output[c], dtype=float)
+            if p.size == 0:
+                continue
+            self.e_out[c] = o.mean()
+            self.e_out2[c] = (o * o).mean()
+            a = np.minimum(n[None, :], np.maximum(0.0, budget - p[:, None]))  # [P, n]
+            for t in range(n_t):
+                if not built.type_ok[t]:
+                    continue
+                x, y = built.prefill_tok[t], built.prefill_s[t]
+                mixed = MIXED_FACTOR_SPLITWISE * _interp_extrap((p[:, None] + a).ravel(), x, y)
+                alone = _interp_extrap(p, x, y)
+                tau = np.where(a > 0, mixed.reshape(a.shape), alone[:, None])
+                self.tau[t, c] = tau.mean(axis=0)
+                self.tau2[t, c] = (tau * tau).mean(axis=0)
+                self.adv[t, c] = a.mean(axis=0)
+        self.decode = built.decode_s  # [T, B+1]
+
+
+def interp_n(table: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``table[..., n]`` at fractional ``n`` (clipped to the table)."""
+    k = table.shape[-1] - 1
+    n = np.clip(n, 0.0, k)
+    lo = np.floor(n).astype(np.int64)
+    hi = np.minimum(lo + 1, k)
+    w = n - lo
+    tl = np.take_along_axis(table, lo[..., None], axis=-1)[..., 0]
+    th = np.take_along_axis(table, hi[..., None], axis=-1)[..., 0]
+    return tl * (1 - w) + th * w
+
+
+def predict(prof: IterationProfile, lam: np.ndarray, types: np.ndarray, slots: np.ndarray) -> dict:
+    """Steady state of servers with arrival rates ``lam[g, c, m]`` (requests/s per server) of
+    perf types ``types[g, m]`` and running cap ``slots[g]``: running decodes ``n``, per-class
+    dynamic energy per request over ``peak - idle`` (seconds at peak, ``[G, C, M]``), the mean
+    prefill iteration ``tau[G, C, M]`` and the arrival-time residual iteration ``resid[G]``."""
+    n_g, n_c, n_m = lam.shape
+    s = slots.astype(float)
+    lam_tot = lam.sum(axis=(1, 2))
+
+    def parts(n):
+        d = np.zeros(n_g)
+        tau = np.zeros((n_g, n_c, n_m))
+        tau2 = np.zeros_like(tau)
+        adv = np.zeros_like(tau)
+        for m in range(n_m):
+            t = types[:, m]
+            dm = interp_n(prof.decode[t], n)
+            w = lam[:, :, m].sum(axis=1)
+            d += np.where(lam_tot > 0, w / np.maximum(lam_tot, 1e-300), 0.0) * dm
+            for c in range(n_c):
+                tau[:, c, m] = interp_n(prof.tau[t, c], n)
+                tau2[:, c, m] = interp_n(prof.tau2[t, c], n)
+                adv[:, c, m] = interp_n(prof.adv[t, c], n)
+        return d, tau, tau2, adv
+
+    o1 = np.maximum(prof.e_out[None, :, None] - 1.0, 0.0)
+
+    def excess(n):
+        d, tau, _, adv = parts(n)
+        dec = (lam * np.maximum(o1 - adv, 0.0)).sum(axis=(1, 2))
+        return (lam * tau).sum(axis=(1, 2)) + dec * d / np.maximum(n, 1e-9) - (1 - np.exp(-n))
+
+    lo = np.full(n_g, 1e-6)
+    hi = s.copy()
+    for _ in range(FIXED_POINT_ITERS):
+        mid = 0.5 * (lo + hi)
+        pos = excess(mid) > 0
+        lo = np.where(pos, mid, lo)
+        hi = np.where(pos, hi, mid)
+    n = np.where(lam_tot > 0, 0.5 * (lo + hi), 0.0)
+    d, tau, tau2, adv = parts(n)
+    dec_tok = np.maximum(o1 - adv, 0.0)  # decode-only tokens per request
+    energy_s = tau + dec_tok * d[:, None, None] / s[:, None, None]
+    r_d = (lam * dec_tok).sum(axis=(1, 2)) / np.maximum(n, 1e-9)
+    resid = 0.5 * ((lam * tau2).sum(axis=(1, 2)) + r_d * d * d)
+    return {"n": n, "d": d, "tau": tau, "energy_s": energy_s, "resid": resid, "r_d": r_d}
+
+
+def saturation_work_s(prof: IterationProfile, types: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """Server-seconds per request at the running cap, ``w[g, c, m]`` (1 / sustainable rate)."""
+    n_g, n_m = types.shape
+    n_c = prof.e_out.size
+    s = slots.astype(float)
+    w = np.zeros((n_g, n_c, n_m))
+    for m in range(n_m):
+        t = types[:, m]
+        d = interp_n(prof.decode[t], s)
+        for c in range(n_c):
+            tau = interp_n(prof.tau[t, c], s)
+            adv = interp_n(prof.adv[t, c], s)
+            w[:, c, m] = tau + np.maximum(prof.e_out[c] - 1.0 - adv, 0.0) * d / s
+    return w
+
+
+def correct_epoch(fl, e: int) -> np.ndarray:
+    """After ``fluid_step`` of epoch ``e`` on iteration servers: the dynamic energy of each
+    group at its running decodes (the kernel charged saturation cost), the slot wait (M/G/c,
+    ``c`` = running cap, service = residence ``N / lam``) in place of the kernel's wait, and the
+    epoch's info figures. Returns the fixed part of interactive TTFT per group (residual
+    iteration + own prefill iteration)."""
+    from greenroute.sim import fluid_kernel as FK
+
+    dt = fl.sc.epoch_s
+    b0, slope, cap, pw, cond, es_mix, served = fl.out
+    n_gcm = fl.n_gcm
+    slots = np.maximum(fl.g_slots, 1.0)
+    srv = np.maximum(fl.g_servers, 1.0)
+    work = (n_gcm * fl.E_pf).sum(axis=(1, 2))  # slot-seconds offered this epoch
+    share = np.where(work > 0, np.minimum(served / np.maximum(work, 1e-300), 1.0), 0.0)
+    lam = n_gcm / dt / srv[:, None, None] * share[:, None, None]
+    p = predict(fl.prof, lam, fl.types, slots)
+    n_req = n_gcm.sum(axis=(1, 2))
+    w_mix = (n_gcm * fl.w_sat).sum(axis=(1, 2))
+    e_mix = (n_gcm * p["energy_s"]).sum(axis=(1, 2))
+    ratio = np.where(w_mix > 0, e_mix / np.maximum(w_mix, 1e-300), 1.0)
+    kernel_kwh = served * fl.g_dyn_w_per_slot / 3.6e6
+    delta = np.bincount(fl.g_region, weights=kernel_kwh * (ratio - 1.0), minlength=fl.n_r)
+    fl.it_dyn_kwh[:, e] += delta
+    # interactive TTFT: fixed part and the wait for a running slot
+    n_i = n_gcm[:, 0, :]
+    ni_tot = n_i.sum(axis=1)
+    tau_i = np.where(ni_tot > 0, (n_i * p["tau"][:, 0, :]).sum(axis=1) / np.maximum(ni_tot, 1e-300),
+                     p["tau"][:, 0, :].mean(axis=1))  # fmt: skip
+    pre = p["resid"] + tau_i
+    lam_tot = lam.sum(axis=(1, 2))
+    cls_w = n_gcm.sum(axis=2)  # [G, C]
+    e_o = (cls_w * fl.prof.e_out).sum(axis=1) / np.maximum(n_req, 1e-300)
+    e_o2 = (cls_w * fl.prof.e_out2).sum(axis=1) / np.maximum(n_req, 1e-300)
+    scv = np.where(e_o > 0, e_o2 / np.maximum(e_o, 1e-300) ** 2 - 1.0, 1.0)
+    z, wq = fl.gh_z, fl.gh_w
+    per_o = fl.n_int.sum(axis=2)  # [G, O]: rate noise is shrunk by the mixing of origins
+    f_o = per_o / np.maximum(per_o.sum(axis=1, keepdims=True), 1e-300)
+    noise_share = np.sqrt((f_o * f_o).sum(axis=1))
+    par = fl.k_static[8]
+    sigma, jsq, noise_scale, rho_max, period = par[3], par[4], par[5], par[6], par[7]
+    for g in range(fl.n_g):
+        if not lam_tot[g] > 0:
+            continue
+        resid_s = p["n"][g] / lam_tot[g]  # Little: residence of a running request
+        c_q = slots[g] * srv[g] ** jsq if fl.pooled[g] else slots[g]
+        sig = noise_scale * sigma * noise_share[g] if sigma > 0 else 0.0
+        rho = p["n"][g] / slots[g]
+        pw[g], cond[g] = FK.noise_wait(rho, sig, resid_s, max(scv[g], 0.0), c_q, z, wq,
+                                       rho_max, period)  # fmt: skip
+    # the epoch's info figures with the corrected energy
+    idle_kwh, factors = fl.k_info[0], fl.k_info[1]
+    it = fl.it_dyn_kwh[:, e] + idle_kwh
+    fl.info[0] = it.sum()
+    fl.info[1] = (it * factors[0, e]).sum() / 1e3
+    fl.info[2] = (it * factors[1, e]).sum() / 1e3
+    fl.info[3] = (it * factors[2, e]).sum()
+    e_pf_it = np.zeros_like(fl.e_pf_int)
+    for m in range(fl.n_m):
+        e_pf_it[fl.types[:, m], m] = pre
+    misses = FK.slo_misses(fl.n_int, fl.g_region.astype(np.int64), fl.types.astype(np.int64),
+                           e_pf_it, np.ascontiguousarray(fl.lat, dtype=float), b0, slope, cap,
+                           pw, cond, float(par[8]), float(dt))  # fmt: skip
+    fl.info[5] = misses + fl.acc[FK.ACC_EPOCH_LATE]
+    return pre
