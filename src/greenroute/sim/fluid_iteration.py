@@ -22,8 +22,10 @@ Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running
   ``(peak - idle) (E[tau] + (O - 1 - E[a]) d(N) / S)`` joules;
 * TTFT = 2 net + the residual of the iteration running at arrival (Poisson arrivals see the
   time average: ``(lam E[tau^2] + R_d d^2) / 2``) + the request's own prefill iteration
-  ``E[tau](N)`` + a wait for a running slot (M/G/c with ``c = S``, service = the residence
-  ``N / lam``, as the slots model's queue) .
+  ``E[tau](N)`` + a wait for a running slot: M/G/c per server with ``c = S``, service = the
+  residence ``N / lam`` (Little), its SCV that of the output length, averaged over the minute
+  rate noise as the slots model. No pooling across servers: a request is queued at the server
+  its local policy picks on arrival. No fitted constant.
 """
 
 from __future__ import annotations
@@ -159,7 +161,7 @@ def correct_epoch(fl, e: int) -> np.ndarray:
     from greenroute.sim import fluid_kernel as FK
 
     dt = fl.sc.epoch_s
-    b0, slope, cap, pw, cond, es_mix, served = fl.out
+    b0, slope, cap, pw, cond, _es_mix, served = fl.out
     n_gcm = fl.n_gcm
     slots = np.maximum(fl.g_slots, 1.0)
     srv = np.maximum(fl.g_servers, 1.0)
@@ -190,12 +192,12 @@ def correct_epoch(fl, e: int) -> np.ndarray:
     f_o = per_o / np.maximum(per_o.sum(axis=1, keepdims=True), 1e-300)
     noise_share = np.sqrt((f_o * f_o).sum(axis=1))
     par = fl.k_static[8]
-    sigma, jsq, noise_scale, rho_max, period = par[3], par[4], par[5], par[6], par[7]
+    sigma, noise_scale, rho_max, period = par[3], par[5], par[6], par[7]
     for g in range(fl.n_g):
         if not lam_tot[g] > 0:
             continue
         resid_s = p["n"][g] / lam_tot[g]  # Little: residence of a running request
-        c_q = slots[g] * srv[g] ** jsq if fl.pooled[g] else slots[g]
+        c_q = slots[g]
         sig = noise_scale * sigma * noise_share[g] if sigma > 0 else 0.0
         rho = p["n"][g] / slots[g]
         pw[g], cond[g] = FK.noise_wait(rho, sig, resid_s, max(scv[g], 0.0), c_q, z, wq,
