@@ -65,7 +65,9 @@ def _zero_wait(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _simulate(sc: Scenario, policy: str, local: str, seed: int, fidelity: str, options=None):
-    prep = prepare(sc.with_options(fidelity=fidelity), seed, None)
+    # calibrated against the slots server model (tests/test_fluid_iteration_calibration.py
+    # checks the iteration one)
+    prep = prepare(sc.with_options(fidelity=fidelity, server_model="slots"), seed, None)
     config = SimConfig(seed=seed, record_requests=fidelity == "request")
     geo = make_geo_policy(policy, **(options or {}))
     return prep, Simulation(prep, geo, local_policy_factory(local), config).run()

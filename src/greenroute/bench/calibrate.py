@@ -1,4 +1,10 @@
-"""Fluid-vs-request calibration: ``python -m greenroute.bench.calibrate [--fit]``.
+"""Fluid-vs-request calibration: ``python -m greenroute.bench.calibrate [--fit]
+[--server-model iteration]``.
+
+``--server-model iteration`` compares the fluid model of iteration servers with the iteration
+engine over a utilisation grid (offered rate / the sustainable rate of ``sustainable_rps``, the
+same definition for both engines), local policies least-loaded and round-robin, with and
+without minute noise, two seeds pooled: relative errors of carbon, energy and mean TTFT.
 
 Runs a single-region, flat-rate workload (2 x 32-slot Llama-2-70B instances on 4 x H100,
 least-loaded) at several utilisations and per-minute noise levels through both engines and
@@ -10,6 +16,7 @@ error of mean TTFT on points up to 75 % utilisation (takes a few minutes).
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 
 import numpy as np
@@ -49,6 +56,51 @@ def calibration_scenario(rps: float, sigma: float, days: float = 0.5) -> Scenari
     )
 
 
+ITER_GRID_UTIL = (0.3, 0.45, 0.6, 0.75, 0.85)
+ITER_GRID_SIGMA = (0.0, 0.125)
+ITER_GRID_LOCAL = ("least-loaded", "round-robin")
+
+
+@functools.cache
+def sustainable_rps() -> float:
+    """The calibration region's sustainable rate on iteration servers (requests/s): servers /
+    the server-seconds per interactive request at the running cap (``fluid_iteration``)."""
+    from greenroute.sim.fluid_iteration import IterationProfile, saturation_work_s
+
+    prep = prepare(calibration_scenario(1.0, 0.0, days=0.01).with_options(fidelity="fluid"), 0)
+    b = prep.built
+    prof = IterationProfile(b, *prep.service.samples)
+    types = (b.server_hw * b.n_models + b.server_model0)[:1, None]
+    w = saturation_work_s(prof, types, b.server_slots[:1].astype(float))
+    return float(b.n_servers / w[0, 0, 0])
+
+
+def iteration_grid(days: float = 0.5, seeds: tuple[int, ...] = (0, 1)) -> pd.DataFrame:
+    """Fluid (iteration, and slots as the 'before') vs the iteration engine over the grid."""
+    rows = []
+    mu = sustainable_rps()
+    for local, sigma, u in itertools.product(ITER_GRID_LOCAL, ITER_GRID_SIGMA, ITER_GRID_UTIL):
+        sc = calibration_scenario(u * mu, sigma, days=days)
+        got: dict[str, list[dict]] = {"engine": [], "iteration": [], "slots": []}
+        for seed in seeds:
+            for label, fid, sm in (("engine", "request", "iteration"),
+                                   ("iteration", "fluid", "iteration"),
+                                   ("slots", "fluid", "slots")):  # fmt: skip
+                prep = prepare(sc.with_options(fidelity=fid, server_model=sm), seed, None)
+                sim = Simulation(prep, make_geo_policy("local-only"), local_policy_factory(local),
+                                 SimConfig(seed=seed))  # fmt: skip
+                got[label].append(sim.run().metrics)
+        row: dict[str, object] = {"local": local, "sigma": sigma, "util": u}
+        for k in ("carbon_kg", "energy_kwh", "ttft_mean_s"):
+            a = float(np.mean([m[k] for m in got["engine"]]))
+            row[f"engine_{k}"] = a
+            for label in ("slots", "iteration"):
+                b = float(np.mean([m[k] for m in got[label]]))
+                row[f"{k}_err_{label}"] = (b - a) / a
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def _run(prep, seed: int = 0) -> dict[str, float]:
     sim = Simulation(
         prep,
@@ -62,7 +114,8 @@ def _run(prep, seed: int = 0) -> dict[str, float]:
 def measure(rps: float, sigma: float, seed: int = 0) -> dict[str, float]:
     out: dict[str, float] = {"rps": rps, "sigma": sigma}
     for fid in ("request", "fluid"):
-        prep = prepare(calibration_scenario(rps, sigma).with_options(fidelity=fid), seed, None)
+        sc = calibration_scenario(rps, sigma).with_options(fidelity=fid, server_model="slots")
+        prep = prepare(sc, seed, None)
         m = _run(prep, seed)
         out[f"{fid}_ttft_s"] = m["ttft_mean_s"]
         out[f"{fid}_util"] = m["utilisation_DE-LU"]
@@ -75,7 +128,9 @@ def fit(df: pd.DataFrame) -> tuple[float, float]:
     from greenroute.sim import fluid as F
 
     preps = {
-        (r, s): prepare(calibration_scenario(r, s).with_options(fidelity="fluid"), 0, None)
+        (r, s): prepare(
+            calibration_scenario(r, s).with_options(fidelity="fluid", server_model="slots"), 0, None
+        )
         for r, s in zip(df["rps"], df["sigma"], strict=True)
     }
     sel = df["request_util"] <= FIT_MAX_UTILISATION
@@ -98,7 +153,14 @@ def fit(df: pd.DataFrame) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fit", action="store_true", help="grid-search the fluid constants")
+    parser.add_argument("--server-model", choices=("slots", "iteration"), default="slots",
+                        help="the server model to calibrate against")  # fmt: skip
     args = parser.parse_args()
+    pd.set_option("display.width", 200)
+    if args.server_model == "iteration":
+        print(f"sustainable rate {sustainable_rps():.3f} requests/s (utilisation = rate / it)")
+        print(iteration_grid().round(4).to_string(index=False))
+        return
     df = pd.DataFrame([measure(r, s) for s in GRID_SIGMA for r in GRID_RPS])
     err = (df["fluid_ttft_s"] - df["request_ttft_s"]) / df["request_ttft_s"]
     df["ttft_rel_err"] = err
