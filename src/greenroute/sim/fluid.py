@@ -136,6 +136,19 @@ class FluidBackend:
         self.E_out = np.zeros_like(self.E_out)
         self.E_out2 = np.zeros_like(self.E_out2)
         self.comp["pre"] = []
+        c = np.ascontiguousarray
+        prof = self.prof
+        self.it_static = (
+            c(es), c(self.w_sat), c(self.g_servers), c(self.g_slots), c(self.g_dyn_w_per_slot),
+            c(self.g_region, dtype=np.int64), c(self.types, dtype=np.int64), c(prof.tau),
+            c(prof.tau2), c(prof.adv), c(prof.decode, dtype=float), c(prof.e_out),
+            c(prof.e_out2),
+        )  # fmt: skip
+        gh = c(np.stack([self.gh_z, self.gh_w]))
+        par = np.array([self.sigma, NOISE_PERIOD_S, RHO_MAX_STABLE])
+        self.it_par = (gh, par)
+        self.pre = np.zeros(self.n_g)
+        self.e_pf_it = np.zeros_like(self.svc.e_pf[:, CLASS_INTERACTIVE, :])
 
     def _init_kernel_buffers(self) -> None:
         """Packed inputs and scratch/output arrays of ``fluid_kernel.fluid_step``."""

@@ -153,67 +153,22 @@ def saturation_work_s(prof: IterationProfile, types: np.ndarray, slots: np.ndarr
 
 
 def correct_epoch(fl, e: int) -> np.ndarray:
-    """After ``fluid_step`` of epoch ``e`` on iteration servers: the dynamic energy of each
-    group at its running decodes (the kernel charged saturation cost), the slot wait (M/G/c,
-    ``c`` = running cap, service = residence ``N / lam``) in place of the kernel's wait, and the
-    epoch's info figures. Returns the fixed part of interactive TTFT per group (residual
-    iteration + own prefill iteration)."""
+    """After ``fluid_step`` of epoch ``e`` on iteration servers (compiled:
+    ``fluid_iteration_kernel.iteration_epoch``): the dynamic energy of each group at its
+    running decodes (the kernel charged saturation cost), the slot wait (M/G/c, ``c`` = running
+    cap, service = residence ``N / lam``, averaged over the minute rate noise) in place of the
+    kernel's wait, and the epoch's info figures. Returns the fixed part of interactive TTFT per
+    group (residual iteration + own prefill iteration)."""
+    from greenroute.sim import fluid_iteration_kernel as IK
     from greenroute.sim import fluid_kernel as FK
 
-    dt = fl.sc.epoch_s
     b0, slope, cap, pw, cond, _es_mix, served = fl.out
-    n_gcm = fl.n_gcm
-    slots = np.maximum(fl.g_slots, 1.0)
-    srv = np.maximum(fl.g_servers, 1.0)
-    work = (n_gcm * fl.E_pf).sum(axis=(1, 2))  # slot-seconds offered this epoch
-    share = np.where(work > 0, np.minimum(served / np.maximum(work, 1e-300), 1.0), 0.0)
-    lam = n_gcm / dt / srv[:, None, None] * share[:, None, None]
-    p = predict(fl.prof, lam, fl.types, slots)
-    n_req = n_gcm.sum(axis=(1, 2))
-    w_mix = (n_gcm * fl.w_sat).sum(axis=(1, 2))
-    e_mix = (n_gcm * p["energy_s"]).sum(axis=(1, 2))
-    ratio = np.where(w_mix > 0, e_mix / np.maximum(w_mix, 1e-300), 1.0)
-    kernel_kwh = served * fl.g_dyn_w_per_slot / 3.6e6
-    delta = np.bincount(fl.g_region, weights=kernel_kwh * (ratio - 1.0), minlength=fl.n_r)
-    fl.it_dyn_kwh[:, e] += delta
-    # interactive TTFT: fixed part and the wait for a running slot
-    n_i = n_gcm[:, 0, :]
-    ni_tot = n_i.sum(axis=1)
-    tau_i = np.where(ni_tot > 0, (n_i * p["tau"][:, 0, :]).sum(axis=1) / np.maximum(ni_tot, 1e-300),
-                     p["tau"][:, 0, :].mean(axis=1))  # fmt: skip
-    pre = p["resid"] + tau_i
-    lam_tot = lam.sum(axis=(1, 2))
-    cls_w = n_gcm.sum(axis=2)  # [G, C]
-    e_o = (cls_w * fl.prof.e_out).sum(axis=1) / np.maximum(n_req, 1e-300)
-    e_o2 = (cls_w * fl.prof.e_out2).sum(axis=1) / np.maximum(n_req, 1e-300)
-    scv = np.where(e_o > 0, e_o2 / np.maximum(e_o, 1e-300) ** 2 - 1.0, 1.0)
-    z, wq = fl.gh_z, fl.gh_w
-    per_o = fl.n_int.sum(axis=2)  # [G, O]: rate noise is shrunk by the mixing of origins
-    f_o = per_o / np.maximum(per_o.sum(axis=1, keepdims=True), 1e-300)
-    noise_share = np.sqrt((f_o * f_o).sum(axis=1))
-    par = fl.k_static[8]
-    sigma, noise_scale, rho_max, period = par[3], par[5], par[6], par[7]
-    for g in range(fl.n_g):
-        if not lam_tot[g] > 0:
-            continue
-        resid_s = p["n"][g] / lam_tot[g]  # Little: residence of a running request
-        c_q = slots[g]
-        sig = noise_scale * sigma * noise_share[g] if sigma > 0 else 0.0
-        rho = p["n"][g] / slots[g]
-        pw[g], cond[g] = FK.noise_wait(rho, sig, resid_s, max(scv[g], 0.0), c_q, z, wq,
-                                       rho_max, period)  # fmt: skip
-    # the epoch's info figures with the corrected energy
-    idle_kwh, factors = fl.k_info[0], fl.k_info[1]
-    it = fl.it_dyn_kwh[:, e] + idle_kwh
-    fl.info[0] = it.sum()
-    fl.info[1] = (it * factors[0, e]).sum() / 1e3
-    fl.info[2] = (it * factors[1, e]).sum() / 1e3
-    fl.info[3] = (it * factors[2, e]).sum()
-    e_pf_it = np.zeros_like(fl.e_pf_int)
-    for m in range(fl.n_m):
-        e_pf_it[fl.types[:, m], m] = pre
-    misses = FK.slo_misses(fl.n_int, fl.g_region.astype(np.int64), fl.types.astype(np.int64),
-                           e_pf_it, np.ascontiguousarray(fl.lat, dtype=float), b0, slope, cap,
-                           pw, cond, float(par[8]), float(dt))  # fmt: skip
+    IK.iteration_epoch(e, float(fl.sc.epoch_s), fl.n_gcm, served, *fl.it_static, fl.n_int,
+                       *fl.it_par, fl.it_dyn_kwh, pw, cond, fl.pre)  # fmt: skip
+    IK.epoch_info(e, fl.it_dyn_kwh, fl.k_info[0], fl.k_info[1], fl.info, fl.it_static[6],
+                  fl.pre, fl.e_pf_it)  # fmt: skip
+    k = fl.k_info
+    misses = FK.slo_misses(fl.n_int, fl.k_static[0], k[3], fl.e_pf_it, k[2], b0, slope, cap,
+                           pw, cond, float(fl.k_static[8][8]), float(fl.sc.epoch_s))  # fmt: skip
     fl.info[5] = misses + fl.acc[FK.ACC_EPOCH_LATE]
-    return pre
+    return fl.pre
