@@ -240,16 +240,13 @@ def test_manifest_round_trip_reproduces_an_iteration_run(tmp_path):
     assert greenroute.run_manifest(path).metrics == sl.metrics
 
 
-def test_fluid_ignores_the_server_model_and_says_so_only_when_asked():
-    asked = greenroute.run("demo", "local-only", days=0.03, fidelity="fluid",
-                           server_model="slots")  # fmt: skip
-    plain = greenroute.run("demo", "local-only", days=0.03, fidelity="fluid")
-    assert asked.metrics.keys() == plain.metrics.keys()
-    for k, v in asked.metrics.items():
-        assert v == plain.metrics[k] or (np.isnan(v) and np.isnan(plain.metrics[k])), k
-    assert asked.server_model is None and asked.manifest["server_model"] is None
-    assert any("server model 'slots' ignored" in n for n in asked.notes)
-    assert not any("server model" in n for n in plain.notes)
+def test_fluid_runs_record_the_server_model_for_their_manifest(tmp_path):
+    res = greenroute.run("demo", "local-only", days=0.03, fidelity="fluid", server_model="slots")
+    assert res.server_model == "slots" and res.manifest["server_model"] == "slots"
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(res.manifest))
+    again = greenroute.run_manifest(path)
+    assert again.server_model == "slots" and again.fidelity == "fluid"
 
 
 def test_kv_blocks_and_cost_tables_come_from_the_cluster_profile():

@@ -75,9 +75,10 @@ def run(
     anything runs (:mod:`greenroute.sim.bounds`); ``fidelity="auto"`` runs the scenario's
     fidelity, or the fluid model when a request-level run would not fit in memory.
     ``forecast`` (default ``perfect``: the true future) is stated in the result and manifest.
-    ``server_model`` (request fidelity): ``"iteration"`` (iteration-level continuous batching,
-    the default for LLM servers) or ``"slots"`` (one placement per request; the only choice
-    for throughput servers); recorded in the result's ``server_model`` and the manifest.
+    ``server_model``: ``"iteration"`` (iteration-level continuous batching, the default for
+    LLM servers) or ``"slots"`` (one placement per request; the only choice for throughput
+    servers); the fluid model follows it; recorded in the result's ``server_model`` and the
+    manifest.
 
     ``cache=False`` (or ``GREENROUTE_NO_CACHE=1``) neither reads nor writes the on-disk cache
     of parsed data files and reference scales (:mod:`greenroute.data.cache`)."""

@@ -40,7 +40,7 @@ def build_manifest(sim) -> dict:
         "days": sc.simulated_days,
         "days_requested": float(sc.days),
         "fidelity": sc.fidelity,
-        "server_model": sc.resolved_server_model if sc.fidelity == "request" else None,
+        "server_model": sc.resolved_server_model,
         "facility": sc.facility,
         "start_utc": sc.start_utc.isoformat(),
         "epoch_s": sc.epoch_s,

@@ -102,11 +102,6 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
         idle_power_kw=built.region_idle_kw(),
     )  # fmt: skip
     notes.extend(_power_cap_notes(scenario, built))
-    if scenario.fidelity == "fluid" and scenario.server_model is not None:
-        notes.append(
-            f"server model {scenario.server_model!r} ignored: the fluid model has no per-server "
-            "queues (it applies to request fidelity)"
-        )
     n_o, n_m = len(scenario.origins), len(scenario.models)
     rng_len = np.random.default_rng(_seed_int(seed, 2))
     input_files = dict(signals.files)

@@ -49,7 +49,7 @@ class RunResult:
     requests: pd.DataFrame | None = None
     extras: dict = field(default_factory=dict)
     forecast: str = "perfect"
-    # request fidelity's server model ("iteration" or "slots"); None in fluid fidelity
+    # the server model ("iteration" or "slots"; the fluid model follows it too)
     server_model: str | None = None
 
     def summary_row(self) -> dict:
@@ -314,7 +314,7 @@ def _result(sim, metrics, frame, req_frame) -> RunResult:
             "plan_log": sim.plan_log,
         },
         forecast=sim.config.forecast,
-        server_model=sim.sc.resolved_server_model if sim.sc.fidelity == "request" else None,
+        server_model=sim.sc.resolved_server_model,
     )
 
 
