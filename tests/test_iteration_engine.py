@@ -262,3 +262,33 @@ def test_kv_blocks_and_cost_tables_come_from_the_cluster_profile():
     np.testing.assert_array_equal(t.prompt_s, b.prefill_s[0])
     assert t.token_x[0] == 1 and t.token_s[31] == b.decode_s[0, 32]
     assert t.mixed_factor == 1.1  # splitwise-sim performance_model.py:253
+
+
+def test_small_kv_cache_preempts_and_drops_with_reasons_and_conserves_tokens():
+    """KV for 300 blocks of 16 tokens per server (1.57 GB instead of 150 GB): a request whose
+    prompt + output needs more blocks is a kv_overflow drop; running requests outgrow the
+    blocks, so the kernel preempts (recompute) and drops at the preemption bound."""
+    prep = prepare(_demo(days=0.02), 5)
+    b = prep.built
+    b.kv_cap_bytes = np.full_like(b.kv_cap_bytes, 300 * 16 * b.kv_bytes_per_token[0])
+    res = Simulation(prep, make_geo_policy("local-only"), local_policy_factory("least-loaded"),
+                     SimConfig(seed=5, record_requests=True)).run()  # fmt: skip
+    m, req = res.metrics, res.requests
+    assert m["preemptions"] > 0 and m["recomputed_tokens"] > 0
+    need_blocks = -(-(req["prompt_tokens"] + req["output_tokens"]) // 16)
+    overflow = (req["drop_reason"] == "kv_overflow").to_numpy()
+    dispatched = np.isfinite(req["dispatch_s"].to_numpy())
+    np.testing.assert_array_equal(overflow, dispatched & (need_blocks > 300).to_numpy())
+    assert m["dropped_kv_overflow"] == overflow.sum() > 0
+    assert (
+        m["requests_completed"] + m["requests_dropped"] + m["requests_in_flight"]
+        == (m["requests_total"])
+    )
+    done = (req["drop_reason"] == "none") & (req["finish_s"] <= m["horizon_s"])
+    d = req[done]
+    np.testing.assert_array_equal(d["prefill_tokens"], d["prompt_tokens"])
+    np.testing.assert_array_equal(d["output_tokens_done"], d["output_tokens"])
+    assert (d["recomputed_tokens"] > 0).sum() > 0  # some completed after a preemption
+    pre = req["drop_reason"] == "preemption_limit"
+    assert m["dropped_preemption_limit"] == pre.sum()
+    assert (req.loc[pre, "preemptions"] == 4).all()  # the bound (splitwise baseline.yaml)
