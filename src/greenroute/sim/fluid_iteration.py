@@ -127,7 +127,8 @@ def predict(prof: IterationProfile, lam: np.ndarray, types: np.ndarray, slots: n
         pos = excess(mid) > 0
         lo = np.where(pos, mid, lo)
         hi = np.where(pos, hi, mid)
-    n = np.where(lam_tot > 0, 0.5 * (lo + hi), 0.0)
+    n = np.where(excess(s) >= 0, s, 0.5 * (lo + hi))  # saturated: the running cap
+    n = np.where(lam_tot > 0, n, 0.0)
     d, tau, tau2, adv = parts(n)
     dec_tok = np.maximum(o1 - adv, 0.0)  # decode-only tokens per request
     energy_s = tau + dec_tok * d[:, None, None] / s[:, None, None]

@@ -51,9 +51,12 @@ def _excess(n, g, lam, lam_tot, types, tau, adv, decode, e_out):
 
 @njit(cache=True)
 def running(g, lam, lam_tot, types, tau, adv, decode, e_out, slots):
-    """Running decodes ``N`` of group ``g`` (bisection on ``(1e-6, slots)``, as ``predict``)."""
+    """Running decodes ``N`` of group ``g`` (bisection on ``(1e-6, slots)``, as ``predict``;
+    exactly ``slots`` when the load needs all of them)."""
     if not lam_tot > 0:
         return 0.0
+    if _excess(slots, g, lam, lam_tot, types, tau, adv, decode, e_out) >= 0:
+        return slots  # saturated: the running cap
     lo = 1e-6
     hi = slots
     for _ in range(BISECTION_ITERS):

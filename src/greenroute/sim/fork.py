@@ -326,8 +326,13 @@ def _fluid_parts(sim, fl, e: int, n_comp: int) -> dict:
     n_int = ttft_sum = 0.0
     if len(fl.comp["w"]) > n_comp:
         c = fl.comp
+        e_pf = fl.e_pf_int
+        if getattr(fl, "iteration", False):  # iteration servers: residual + prefill iteration
+            e_pf = e_pf.copy()
+            t = c["type"][n_comp]
+            e_pf[t, t % fl.n_m] = c["pre"][n_comp]
         n_int, ttft_sum = _fluid_ttft_sum(
-            c["w"][n_comp], c["net2"][n_comp], c["type"][n_comp], fl.e_pf_int, fl.n_m,
+            c["w"][n_comp], c["net2"][n_comp], c["type"][n_comp], e_pf, fl.n_m,
             c["b0"][n_comp], c["slope"][n_comp], c["cap"][n_comp], c["pw"][n_comp],
             c["cond"][n_comp], float(sim.sc.epoch_s),
         )  # fmt: skip

@@ -31,7 +31,7 @@ OUTCOME_FIELDS = (
 FLUID_GROUP_STATE = ("backlog_s", "backlog_req", "util", "busy_slots")  # [G]
 FLUID_LEDGERS = ("it_dyn_kwh", "served_req", "busy_slot_s", "dispatched")  # [R, E]
 # running totals, first held cohort, and the step's outputs (read right after the step)
-FLUID_SCRATCH = ("acc", "first", "n_int", "outs", "info")
+FLUID_SCRATCH = ("acc", "first", "n_int", "outs", "info", "n_gcm", "pre", "e_pf_it")
 
 
 class EngineState:
