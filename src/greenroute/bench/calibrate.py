@@ -18,12 +18,14 @@ from __future__ import annotations
 import argparse
 import functools
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from greenroute.data.workload import WorkloadSpec
 from greenroute.policies.registry import local_policy_factory, make_geo_policy
+from greenroute.scenarios import get_scenario
 from greenroute.sim.cluster import uniform_cluster
 from greenroute.sim.engine import SimConfig, Simulation
 from greenroute.sim.prepare import prepare
@@ -61,26 +63,69 @@ ITER_GRID_SIGMA = (0.0, 0.125)
 ITER_GRID_LOCAL = ("least-loaded", "round-robin")
 
 
+DEMO_DEFERRABLE_PER_INTERACTIVE = 0.2  # the demo's 0.4 deferrable per 2.0 interactive rps
+DEMO_NOISE_SIGMA = 0.2126  # the demo workload's per-minute rate noise (scenarios/demo.py)
+
+
+def _work_per_request_s(sc: Scenario, deferrable_share: float) -> tuple[float, int]:
+    """(server-seconds per request at the running cap for the class mix, servers per region)
+    of a scenario whose regions have identical servers (``fluid_iteration``)."""
+    from greenroute.sim.fluid_iteration import IterationProfile, saturation_work_s
+
+    prep = prepare(sc.with_options(fidelity="fluid", days=0.01), 0)
+    b = prep.built
+    prof = IterationProfile(b, *prep.service.samples)
+    types = (b.server_hw * b.n_models + b.server_model0)[:1, None]
+    w = saturation_work_s(prof, types, b.server_slots[:1].astype(float))[0, :, 0]
+    w_mix = (1.0 - deferrable_share) * w[0] + deferrable_share * w[1]
+    return float(w_mix), int(b.region_start[1] - b.region_start[0])
+
+
 @functools.cache
 def sustainable_rps() -> float:
     """The calibration region's sustainable rate on iteration servers (requests/s): servers /
     the server-seconds per interactive request at the running cap (``fluid_iteration``)."""
-    from greenroute.sim.fluid_iteration import IterationProfile, saturation_work_s
+    w, servers = _work_per_request_s(calibration_scenario(1.0, 0.0), 0.0)
+    return servers / w
 
-    prep = prepare(calibration_scenario(1.0, 0.0, days=0.01).with_options(fidelity="fluid"), 0)
-    b = prep.built
-    prof = IterationProfile(b, *prep.service.samples)
-    types = (b.server_hw * b.n_models + b.server_model0)[:1, None]
-    w = saturation_work_s(prof, types, b.server_slots[:1].astype(float))
-    return float(b.n_servers / w[0, 0, 0])
+
+def demo_like(util: float, sigma: float, days: float = 0.5) -> Scenario:
+    """The demo's three regions (2 servers each), flat load at ``util`` of each region's
+    sustainable rate on iteration servers (interactive + 0.2 deferrable per interactive)."""
+    sc = get_scenario("demo")
+    share = DEMO_DEFERRABLE_PER_INTERACTIVE / (1.0 + DEMO_DEFERRABLE_PER_INTERACTIVE)
+    w, servers = _demo_work()
+    rps = util * servers / w
+    n = len(sc.origins)
+    wl = replace(
+        sc.workload,
+        interactive_rps=((1 - share) * rps,) * n,
+        deferrable_rps=(share * rps,) * n,
+        diurnal="flat",
+        rate_noise_sigma=sigma,
+    )
+    return replace(sc, name="demo-like", workload=wl, days=days)
+
+
+@functools.cache
+def _demo_work() -> tuple[float, int]:
+    share = DEMO_DEFERRABLE_PER_INTERACTIVE / (1.0 + DEMO_DEFERRABLE_PER_INTERACTIVE)
+    return _work_per_request_s(get_scenario("demo"), share)
 
 
 def iteration_grid(days: float = 0.5, seeds: tuple[int, ...] = (0, 1)) -> pd.DataFrame:
-    """Fluid (iteration, and slots as the 'before') vs the iteration engine over the grid."""
+    """Fluid (iteration, and slots as the 'before') vs the iteration engine over the grid:
+    the single region (``calibration_scenario``) and the demo's three regions (``demo_like``)."""
     rows = []
     mu = sustainable_rps()
-    for local, sigma, u in itertools.product(ITER_GRID_LOCAL, ITER_GRID_SIGMA, ITER_GRID_UTIL):
-        sc = calibration_scenario(u * mu, sigma, days=days)
+    cases = [
+        ("1-region", lp, s, u, calibration_scenario(u * mu, s, days=days))
+        for lp, s, u in itertools.product(ITER_GRID_LOCAL, ITER_GRID_SIGMA, ITER_GRID_UTIL)
+    ]
+    cases += [("demo-like", lp, s, u, demo_like(u, s, days=days))
+              for lp, s, u in itertools.product(ITER_GRID_LOCAL, (0.0, DEMO_NOISE_SIGMA),
+                                                ITER_GRID_UTIL)]  # fmt: skip
+    for name, local, sigma, u, sc in cases:
         got: dict[str, list[dict]] = {"engine": [], "iteration": [], "slots": []}
         for seed in seeds:
             for label, fid, sm in (("engine", "request", "iteration"),
@@ -90,13 +135,14 @@ def iteration_grid(days: float = 0.5, seeds: tuple[int, ...] = (0, 1)) -> pd.Dat
                 sim = Simulation(prep, make_geo_policy("local-only"), local_policy_factory(local),
                                  SimConfig(seed=seed))  # fmt: skip
                 got[label].append(sim.run().metrics)
-        row: dict[str, object] = {"local": local, "sigma": sigma, "util": u}
+        row: dict[str, object] = {"scenario": name, "local": local, "sigma": sigma, "util": u}
         for k in ("carbon_kg", "energy_kwh", "ttft_mean_s"):
             a = float(np.mean([m[k] for m in got["engine"]]))
             row[f"engine_{k}"] = a
             for label in ("slots", "iteration"):
                 b = float(np.mean([m[k] for m in got[label]]))
                 row[f"{k}_err_{label}"] = (b - a) / a
+        print(pd.DataFrame([row]).round(4).to_string(index=False, header=not rows), flush=True)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -159,7 +205,7 @@ def main() -> None:
     pd.set_option("display.width", 200)
     if args.server_model == "iteration":
         print(f"sustainable rate {sustainable_rps():.3f} requests/s (utilisation = rate / it)")
-        print(iteration_grid().round(4).to_string(index=False))
+        iteration_grid()
         return
     df = pd.DataFrame([measure(r, s) for s in GRID_SIGMA for r in GRID_RPS])
     err = (df["fluid_ttft_s"] - df["request_ttft_s"]) / df["request_ttft_s"]
