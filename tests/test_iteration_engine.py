@@ -292,3 +292,11 @@ def test_small_kv_cache_preempts_and_drops_with_reasons_and_conserves_tokens():
     pre = req["drop_reason"] == "preemption_limit"
     assert m["dropped_preemption_limit"] == pre.sum()
     assert (req.loc[pre, "preemptions"] == 4).all()  # the bound (splitwise baseline.yaml)
+
+
+def test_drop_codes_of_both_server_models_agree():
+    from greenroute.sim.iteration import kernel as IK
+
+    assert K.DROP_REASONS[K.DROP_PREEMPTION_LIMIT] == "preemption_limit"
+    for name in ("NONE", "QUEUE_FULL", "KV_OVERFLOW", "NO_SERVER", "PREEMPTION_LIMIT"):
+        assert getattr(IK, f"DROP_{name}") == getattr(K, f"DROP_{name}"), name
