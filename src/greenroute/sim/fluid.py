@@ -125,10 +125,9 @@ class FluidBackend:
         slot-seconds at the running cap (a request costs ``S w`` of them, ``w`` = server-seconds
         per request when ``S`` requests run), so its capacity, backlog and utilisation are those
         of the iteration server; energy and the wait are then corrected per epoch."""
-        from greenroute.sim.fluid_iteration import IterationProfile, saturation_work_s
+        from greenroute.sim.fluid_iteration import saturation_work_s
 
-        prompt, output = self.svc.samples
-        self.prof = IterationProfile(self.b, prompt, output)
+        self.prof = self.svc.iteration_profile()
         slots = np.maximum(self.g_slots, 1.0)
         self.w_sat = saturation_work_s(self.prof, self.types, slots)  # [G, C, M]
         es = slots[:, None, None] * self.w_sat * self.type_ok[:, None, :]

@@ -175,7 +175,7 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
         counts = requests.counts_by_epoch(scenario.epoch_s, n_e, n_o, n_m).astype(float)
         requests = None
     service = ServiceModel.from_samples(built, length_p, length_o, mix)
-    class_stats = service.region_class_stats()
+    class_stats = service.region_class_stats(server_model=scenario.resolved_server_model)
     sigma = 0.0 if isinstance(wl, TraceWorkload) else float(wl.rate_noise_sigma)
     from greenroute.sim.fluid import queue_curves
 

@@ -3,7 +3,7 @@ slot occupancy) and by the fluid engine (first and second moments of service tim
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,6 +33,16 @@ class ServiceModel:
     e_prompt: np.ndarray  # [C, M]
     # the length samples (prompt, output) per class, for the iteration fluid's profile
     samples: tuple[list[np.ndarray], list[np.ndarray]] | None = None
+    _profile: object = field(default=None, repr=False, compare=False)
+
+    def iteration_profile(self):
+        """The iteration server's profile tables (``sim/fluid_iteration.IterationProfile``),
+        built once from the length samples."""
+        if self._profile is None:
+            from greenroute.sim.fluid_iteration import IterationProfile
+
+            self._profile = IterationProfile(self.built, *self.samples)
+        return self._profile
 
     @staticmethod
     def from_samples(
@@ -87,10 +97,17 @@ class ServiceModel:
         w = b - lo
         return float(table[lo] * (1 - w) + table[hi] * w)
 
-    def region_class_stats(self, nominal_batch_frac: float = 0.5) -> dict[str, np.ndarray]:
+    def region_class_stats(
+        self, nominal_batch_frac: float = 0.5, server_model: str = "slots"
+    ) -> dict[str, np.ndarray]:
         """Per (class, region): mean slot-seconds, prefill and dynamic IT kWh per request,
         averaged over the region's servers (weighted by slots) and the class's model mix,
-        with the decode step at ``nominal_batch_frac`` x max concurrency."""
+        with the decode step at ``nominal_batch_frac`` x max concurrency. Iteration servers
+        (``server_model="iteration"``): slot-seconds at the running cap (``S w``, the fluid
+        model's work unit, so capacity is the iteration server's sustainable rate), the prefill
+        iteration and the energy per request at ``nominal_batch_frac`` x S running."""
+        if server_model == "iteration":
+            return self._iteration_class_stats(nominal_batch_frac)
         b = self.built
         n_r = b.n_regions
         slot_s = np.zeros((N_CLASSES, n_r))
@@ -123,6 +140,45 @@ class ServiceModel:
                     prefill[c, r] = num_p / den
                     kwh[c, r] = num_k / den
         return {"slot_s": slot_s, "prefill_s": prefill, "it_kwh": kwh}
+
+    def _iteration_class_stats(self, nominal_batch_frac: float) -> dict[str, np.ndarray]:
+        return _iteration_stats(self, nominal_batch_frac)
+
+
+def _iteration_stats(svc: ServiceModel, nominal_batch_frac: float) -> dict[str, np.ndarray]:
+    """``ServiceModel.region_class_stats`` for iteration servers."""
+    from greenroute.sim.fluid_iteration import interp_n, saturation_work_s
+
+    b = svc.built
+    prof = svc.iteration_profile()
+    n_r = b.n_regions
+    out = {k: np.zeros((N_CLASSES, n_r)) for k in ("slot_s", "prefill_s", "it_kwh")}
+    for r in range(n_r):
+        servers = np.arange(b.region_start[r], b.region_start[r + 1])
+        for c in range(N_CLASSES):
+            num = np.zeros(3)
+            den = 0.0
+            for m in range(b.n_models):
+                share = svc.mix[c, m]
+                for s in servers if share > 0 else ():
+                    t = int(b.server_hw[s] * b.n_models + m)
+                    if not b.type_ok[t]:
+                        continue
+                    slots = float(b.server_slots[s])
+                    w = saturation_work_s(prof, np.array([[t]]), np.array([slots]))[0, c, 0]
+                    n = np.array(max(1.0, nominal_batch_frac * slots))
+                    tau = float(interp_n(prof.tau[t, c], n))
+                    adv = float(interp_n(prof.adv[t, c], n))
+                    d = float(interp_n(prof.decode[t], n))
+                    energy_s = tau + max(prof.e_out[c] - 1.0 - adv, 0.0) * d / slots
+                    dyn_w = b.server_peak_w[s] - b.server_idle_w[s]
+                    wgt = share * slots
+                    num += wgt * np.array([slots * w, tau, energy_s * dyn_w / 3.6e6])
+                    den += wgt
+            if den > 0:
+                for k, v in zip(("slot_s", "prefill_s", "it_kwh"), num / den, strict=True):
+                    out[k][c, r] = v
+    return out
 
 
 def _interp_extrap(x: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
