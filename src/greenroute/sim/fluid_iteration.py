@@ -23,9 +23,18 @@ Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running
 * TTFT = 2 net + the residual of the iteration running at arrival (Poisson arrivals see the
   time average: ``(lam E[tau^2] + R_d d^2) / 2``) + the request's own prefill iteration
   ``E[tau](N)`` + a wait for a running slot: M/G/c per server with ``c = S``, service = the
-  residence ``N / lam`` (Little), its SCV that of the output length, averaged over the minute
-  rate noise as the slots model. No pooling across servers: a request is queued at the server
-  its local policy picks on arrival. No fitted constant.
+  residence ``N / lam`` (Little), its SCV that of the output length. No pooling across
+  servers: a request is queued at the server its local policy picks on arrival.
+* minute rate noise (lognormal, piecewise constant per ``NOISE_PERIOD_S``): the backlog carried
+  from minute to minute (Lindley's recursion with Gaussian increments ``(u m - 1) T``, mean by
+  Spitzer's identity) plus the linear build-up within an overloaded minute, arrival-weighted
+  over Gauss-Hermite nodes; everyone waits it.
+
+No fitted constant. Known misses (``tests/test_fluid_iteration_calibration.py``, measured):
+round-robin (its per-server arrivals are smoother than Poisson), minute noise at 75-85 %, and
+mixes with long prompts at 75-85 % (the demo's deferrable class). Prompts arriving in the same
+iteration gap share a prefill iteration in the engine; the model leaves that out (adding it as
+``2 resid x lam x marginal prefill`` overshot the single region by +7 % at 60 %).
 """
 
 from __future__ import annotations
