@@ -122,7 +122,11 @@ def test_oracle_not_beaten_by_any_heuristic_on_demo():
 
 @pytest.mark.realdata
 def test_oracle_lp_model_tracks_its_execution_and_gap_columns(data_dir):
-    res = greenroute.compare("geo3", ["local-only", "lp-mpc", "oracle"], days=2, data_dir=data_dir)
+    # slots servers: the LP's linear capacity model is exact for them; under the iteration model
+    # (capacity bends with prefill interference) the open-loop oracle can trail closed-loop
+    # lp-mpc by ~0.3 % of J on this window (0.6424 vs 0.6405 measured)
+    res = greenroute.compare("geo3", ["local-only", "lp-mpc", "oracle"], days=2,
+                             data_dir=data_dir, server_model="slots")  # fmt: skip
     m = {r.policy: r.metrics for r in res}
     # the LP's own estimate of J is close to the simulated J of its plan (model fidelity)
     assert m["oracle"]["oracle_lp_objective"] == pytest.approx(m["oracle"]["objective"], rel=0.02)

@@ -37,12 +37,14 @@ class _GeoBase(gym.Env):
         data_dir: str | None = None,
         reward_weights: dict | None = None,
         seed_pool: int = 8,
+        server_model: str | None = None,
     ) -> None:
-        self.core = GeoCore(scenario, days, data_dir, reward_weights)
+        self.core = GeoCore(scenario, days, data_dir, reward_weights, server_model)
         self.seed_pool = int(seed_pool)  # episodes cycle over this many workload seeds
         self.core.max_prepared = max(self.core.max_prepared, self.seed_pool)
         self.options = {"scenario": scenario, "days": days,
-                        "reward_weights": reward_weights or {}}  # fmt: skip
+                        "reward_weights": reward_weights or {},
+                        "server_model": self.core.sc.resolved_server_model}  # fmt: skip
         self._k = 0
         self._episode_seed = 0
         self.last_terms: dict = {}

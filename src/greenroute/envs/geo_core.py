@@ -61,12 +61,15 @@ class GeoCore:
         days: float | None = 7.0,
         data_dir: str | None = None,
         reward_weights: dict | None = None,
+        server_model: str | None = None,
     ) -> None:
         from greenroute.data.paths import resolve_data_dir
         from greenroute.scenarios import resolve_scenario
 
         self.scenario_name = scenario
         self.sc = resolve_scenario(scenario, days=days, fidelity="fluid")
+        if server_model is not None:
+            self.sc = self.sc.with_options(server_model=server_model)
         self.data_dir = resolve_data_dir(data_dir)
         unknown = sorted(set(reward_weights or {}) - set(REWARD_WEIGHTS))
         if unknown:

@@ -22,8 +22,8 @@ class GeoParallelEnv(ParallelEnv):
 
     def __init__(self, scenario: str = "geo3", days: float | None = 7.0,
                  data_dir: str | None = None, reward_weights: dict | None = None,
-                 render_mode=None) -> None:  # fmt: skip
-        self.core = GeoCore(scenario, days, data_dir, reward_weights)
+                 render_mode=None, server_model: str | None = None) -> None:  # fmt: skip
+        self.core = GeoCore(scenario, days, data_dir, reward_weights, server_model)
         self.render_mode = render_mode
         regions = self.core.sc.regions
         origins = self.core.sc.origins
