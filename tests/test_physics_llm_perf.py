@@ -193,6 +193,51 @@ def test_knots_reproduce_splitwise_raw(data_dir: Path) -> None:
 
 
 @pytest.mark.realdata
+def test_power_knots_reproduce_splitwise_raw(data_dir: Path) -> None:
+    """Prefill power = the batch-1 sweep's peak_power, decode power = the 512-token batch
+    sweep's average_power (TDP fractions), at the time knots' x; 0 (unmeasured) is skipped."""
+    df = _splitwise_raw(data_dir)
+    df = df[df["model"] == "llama2-70b"]
+    for tp in (2, 4, 8):
+        e = _entry("llama2-70b", "a100-80gb", tp)
+        sel = df[(df["hardware"] == "a100-80gb") & (df["tensor_parallel"] == tp)]
+        pre = sel[(sel["batch_size"] == 1) & (sel["token_size"] == 128)]
+        assert e["prefill_power_tokens"] == e["prefill_tokens"]
+        for n, f in zip(e["prefill_power_tokens"], e["prefill_power_tdp_fraction"], strict=True):
+            rows = pre[pre["prompt_size"] == n]["peak_power"]
+            assert rows.min() == rows.max() == f  # repeats carry one power value
+        dec = sel[(sel["prompt_size"] == 512) & (sel["token_size"] == 128)]
+        # batch 32's average_power is 0 (unmeasured), batch 64 is excluded
+        assert e["decode_power_batch"] == [1, 2, 4, 8, 16]
+        assert (dec[dec["batch_size"] == 32]["average_power"] == 0).all()
+        for b, f in zip(e["decode_power_batch"], e["decode_power_tdp_fraction"], strict=True):
+            rows = dec[dec["batch_size"] == b]["average_power"]
+            assert rows.min() == rows.max() == f
+    pm = _pm("llama2-70b", "a100-80gb", 4)
+    assert pm.power is not None
+    dec16 = _a100_tp4_decode16_fraction(df)
+    assert float(pm.power.decode_tdp_fraction(16)) == dec16
+    assert float(pm.power.decode_tdp_fraction(1000)) == dec16  # held, not extrapolated
+    assert float(pm.power.prefill_tdp_fraction(96)) == pm.power.prefill_tdp_fraction_knots[0]
+    # H100 rows have no power (all 0); scaled models have none
+    assert (df[df["hardware"] == "h100-80gb"][["peak_power", "average_power"]] == 0).all().all()
+    for key in [("llama2-70b", "h100-80gb", 4), ("llama3-70b", "a100-80gb", 4)]:
+        assert _pm(*key).power is None
+        assert "prefill_power_tdp_fraction" not in _entry(*key)
+
+
+def _a100_tp4_decode16_fraction(df: pd.DataFrame) -> float:
+    rows = df[
+        (df["hardware"] == "a100-80gb")
+        & (df["tensor_parallel"] == 4)
+        & (df["prompt_size"] == 512)
+        & (df["token_size"] == 128)
+        & (df["batch_size"] == 16)
+    ]["average_power"]
+    return float(rows.iloc[0])
+
+
+@pytest.mark.realdata
 def test_ratio_scaling_by_hand(data_dir: Path) -> None:
     """llama2-7b on A100 at TP 1, decode batch 1: the llama2-70b A100 TP 2 (nearest Splitwise
     TP) batch-1 decode step x vidur linear-layer time ratio at 1 token."""

@@ -18,6 +18,11 @@ TP 2/4/8):
   ``token_time`` (ms per decode iteration). **Batch 64 is excluded**: PROVENANCE.md §3 flags
   those rows as anomalous (prompt time below batch 32, end-to-end time ~20x larger), so
   larger batches are linear extrapolations of the 16-32 segment.
+* power (where measured, else absent): per prefill knot the median ``peak_power`` and per
+  decode knot the median ``average_power`` of the same rows, fractions of one GPU's TDP
+  (``greenroute.sim.iteration.cost`` docstring; Patel et al. 2024 report power normalised to
+  TDP). Rows with power 0 are unmeasured and skipped: every H100 row, and the batch-32 decode
+  rows. Power knots are not made monotone (the 8,192-token prefill draws less than 4,096).
 * The curves are made non-decreasing with pool-adjacent-violators (isotonic regression):
   where the mean of a larger configuration is below that of a smaller one (a few percent,
   within run-to-run noise), the adjacent knots are replaced by their average. Every other
@@ -66,6 +71,9 @@ from greenroute.core.errors import DataFormatError
 from greenroute.data.paths import file_sha256
 from greenroute.data.perf import (
     SPLITWISE_RELPATH,
+    _numeric,
+    _read_raw,
+    _require_columns,
     load_splitwise_perf,
     load_vidur_mlp,
     splitwise_path,
@@ -84,6 +92,8 @@ PREFILL_SWEEP_OUTPUT_TOKENS = 128  # ... and 128 output tokens
 DECODE_SWEEP_PROMPT_TOKENS = 512  # batch sweep: 512-token prompts ...
 DECODE_SWEEP_OUTPUT_TOKENS = 128  # ... and 128 output tokens
 EXCLUDED_BATCH_SIZES: tuple[int, ...] = (64,)  # anomalous rows, PROVENANCE.md §3
+# power columns: fractions of one GPU's TDP (sim/iteration/cost.py docstring), 0 = unmeasured
+SPLITWISE_POWER_COLUMNS: tuple[str, ...] = ("peak_power", "average_power")
 
 # (model, tp) combinations derived by vidur ratio scaling, on every Splitwise GPU.
 DERIVED_MODELS: tuple[tuple[str, tuple[int, ...]], ...] = (
@@ -93,6 +103,22 @@ DERIVED_MODELS: tuple[tuple[str, tuple[int, ...]], ...] = (
 )
 # vidur has Llama-3 profiles on A100 only; every other combination uses its own GPU.
 VIDUR_RATIO_GPU_FALLBACK = "a100-80gb"
+
+
+def load_splitwise_power(path: str | Path) -> pd.DataFrame:
+    """The profile's ``peak_power``/``average_power`` columns (fractions of one GPU's TDP,
+    0 = not measured), in file order (``load_splitwise_perf`` leaves them out)."""
+    path = Path(path)
+    raw = _read_raw(path)
+    _require_columns(path, raw, SPLITWISE_POWER_COLUMNS)
+    out = {}
+    for col in SPLITWISE_POWER_COLUMNS:
+        values = _numeric(path, raw, col, integer=False, positive=False)
+        if (values < 0).any():
+            row = int(np.flatnonzero(values < 0)[0])
+            raise DataFormatError(path, f"column {col!r}: negative power", line=row + 2)
+        out[col] = values
+    return pd.DataFrame(out)
 
 
 def pool_adjacent_violators(values: Sequence[float]) -> list[float]:
@@ -142,7 +168,7 @@ def splitwise_curves(frame: pd.DataFrame, gpu: str, tp: int) -> dict[str, Any]:
         raise DataFormatError(SPLITWISE_RELPATH, f"too few sweep points for {gpu} TP{tp}")
     prefill_measured = [float(v) for v in pre_g["mean"]]
     decode_measured = [float(v) for v in dec_g["mean"]]
-    return {
+    times = {
         "prefill_tokens": [int(v) for v in pre_g.index],
         "prefill_ms": pool_adjacent_violators(prefill_measured),
         "prefill_ms_measured": prefill_measured,
@@ -151,6 +177,30 @@ def splitwise_curves(frame: pd.DataFrame, gpu: str, tp: int) -> dict[str, Any]:
         "decode_step_ms": pool_adjacent_violators(decode_measured),
         "decode_step_ms_measured": decode_measured,
         "decode_repeats": [int(v) for v in dec_g["count"]],
+    }
+    return times | power_curves(pre, dec)
+
+
+def power_curves(prefill_rows: pd.DataFrame, decode_rows: pd.DataFrame) -> dict[str, list]:
+    """Measured power knots (fractions of one GPU's TDP) of the same sweeps as the time knots.
+
+    As ``greenroute.sim.iteration.cost.splitwise_cost_table`` interprets the columns:
+    ``peak_power`` is the power of a prefill (compute-bound) iteration and ``average_power``
+    that of a decode iteration; rows with power 0 are unmeasured and skipped (every H100 row;
+    the batch-32 rows' ``average_power``). Each knot is the median of the repeated runs (the
+    repeats carry identical power values). Returns ``{}`` unless both curves have a knot.
+    """
+    pre = prefill_rows[prefill_rows["peak_power"] > 0]
+    dec = decode_rows[decode_rows["average_power"] > 0]
+    pre_g = pre.groupby("prompt_size", sort=True)["peak_power"].median()
+    dec_g = dec.groupby("batch_size", sort=True)["average_power"].median()
+    if pre_g.empty or dec_g.empty:
+        return {}
+    return {
+        "prefill_power_tokens": [int(v) for v in pre_g.index],
+        "prefill_power_tdp_fraction": [float(v) for v in pre_g],
+        "decode_power_batch": [int(v) for v in dec_g.index],
+        "decode_power_tdp_fraction": [float(v) for v in dec_g],
     }
 
 
@@ -180,6 +230,7 @@ def build_perf_knots(data_dir: str | Path) -> dict[str, Any]:
     data_dir = Path(data_dir)
     sw_path = splitwise_path(data_dir)
     frame = load_splitwise_perf(sw_path)
+    frame = frame.assign(**load_splitwise_power(sw_path))
     sources: dict[str, str] = {SPLITWISE_RELPATH: file_sha256(sw_path)}
 
     vidur_cache: dict[tuple[str, str], pd.Series] = {}
@@ -252,6 +303,8 @@ def build_perf_knots(data_dir: str | Path) -> dict[str, Any]:
             "prefill_ms": "ms, prefill of one prompt",
             "decode_batch": "sequences in the decode batch",
             "decode_step_ms": "ms per decode iteration (one token for every sequence)",
+            "prefill_power_tdp_fraction": "prefill-iteration GPU power / GPU TDP (peak_power)",
+            "decode_power_tdp_fraction": "decode-iteration GPU power / GPU TDP (average_power)",
         },
         "selection": {
             "prefill_sweep": {
@@ -276,6 +329,8 @@ def build_perf_knots(data_dir: str | Path) -> dict[str, Any]:
             "(no attention kernels, no LM head in the snapshot)",
             "Llama-3 on H100 uses the A100 vidur ratio (vidur has Llama-3 on A100 only)",
             "knots above vidur's largest profiled token count use the ratio at that count",
+            "power knots only where Splitwise measured power (llama2-70b on A100; the H100 "
+            "rows and the batch-32 average_power are 0, unmeasured); derived models have none",
         ],
         "sources": dict(sorted(sources.items())),
         "entries": entries,

@@ -17,6 +17,12 @@ Llama-2-70B curve scaled by vidur's measured linear-layer time ratio (see
 ``greenroute/data/embedded/perf_knots.json``; :mod:`greenroute.data.perf_knots` loads them (or
 rebuilds them from the raw tables of a data directory) and passes the table in.
 
+Power (optional, only where Splitwise measured it: llama2-70b on A100): ``power`` holds the
+GPU power of a prefill iteration (the profile's ``peak_power``) versus prompt tokens and of a
+decode iteration (``average_power``) versus batch size, as fractions of one GPU's TDP, held at
+the end knots (never extrapolated; ``greenroute.sim.iteration.cost`` documents the reading).
+Scaled models carry none: the simulator keeps its linear power model for them.
+
 KV cache (DESIGN "LLM service time"; MARLIN eq. 1): a request holding ``t`` tokens uses
 ``kv_bytes_per_token x t`` bytes; the instance can hold ``kv_capacity_bytes`` of KV in total.
 Cold load (MARLIN §3.1): ``LA_load = MF_v / BW_n`` with ``MF_v`` the weight bytes and ``BW_n``
@@ -77,6 +83,42 @@ def interp_linear_extrap(x: ArrayLike, xp: np.ndarray, fp: np.ndarray) -> np.nda
 
 
 @dataclass(frozen=True, eq=False)
+class PowerKnots:
+    """Measured iteration power of one instance, as fractions of one GPU's TDP (held at the
+    end knots): prefill iterations versus batch tokens, decode iterations versus batch size."""
+
+    prefill_tokens_knots: np.ndarray
+    prefill_tdp_fraction_knots: np.ndarray
+    decode_batch_knots: np.ndarray
+    decode_tdp_fraction_knots: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in self.__dataclass_fields__:
+            object.__setattr__(self, name, _as_float_array(getattr(self, name)))
+        for xs, ys in (
+            (self.prefill_tokens_knots, self.prefill_tdp_fraction_knots),
+            (self.decode_batch_knots, self.decode_tdp_fraction_knots),
+        ):
+            if xs.ndim != 1 or xs.shape != ys.shape or xs.size < 1:
+                raise ConfigError("power knots must be two 1-D arrays of equal length >= 1")
+            if np.any(np.diff(xs) <= 0):
+                raise ConfigError("power knot abscissae must be strictly increasing")
+            if not np.all(ys > 0):
+                raise ConfigError("power knot TDP fractions must be > 0")
+
+    def prefill_tdp_fraction(self, batch_tokens: ArrayLike) -> np.ndarray:
+        """GPU power / TDP of an iteration holding prefill, at ``batch_tokens`` tokens."""
+        x = _as_float_array(batch_tokens)
+        return np.interp(x, self.prefill_tokens_knots, self.prefill_tdp_fraction_knots)
+
+    def decode_tdp_fraction(self, batch: ArrayLike) -> np.ndarray:
+        """GPU power / TDP of a decode-only iteration of ``batch`` sequences."""
+        return np.interp(
+            _as_float_array(batch), self.decode_batch_knots, self.decode_tdp_fraction_knots
+        )
+
+
+@dataclass(frozen=True, eq=False)
 class PerfModel:
     """One (model, gpu, tensor-parallel degree) serving instance. Times in seconds."""
 
@@ -90,6 +132,7 @@ class PerfModel:
     kv_bytes_per_token: int
     kv_capacity_bytes: float  # tp x GPU memory - weights - RUNTIME_RESERVE_FRACTION reserve
     cold_load_s: float  # MARLIN §3.1: LA_load = MF_v / BW_n
+    power: PowerKnots | None = None  # measured iteration power, where the profile has it
 
     def __post_init__(self) -> None:
         for name in ("prefill_tokens_knots", "prefill_s_knots"):
@@ -187,6 +230,18 @@ def perf_model(model: str, gpu: str, tp: int, table: Mapping[str, Any]) -> PerfM
         kv_bytes_per_token=llm.kv_bytes_per_token,
         kv_capacity_bytes=kv_capacity_bytes(llm, hw, int(tp)),
         cold_load_s=cold_load_s(llm, gpu, int(tp)),
+        power=_power_knots(e),
+    )
+
+
+def _power_knots(e: Mapping[str, Any]) -> PowerKnots | None:
+    if "prefill_power_tdp_fraction" not in e:
+        return None
+    return PowerKnots(
+        prefill_tokens_knots=np.asarray(e["prefill_power_tokens"], dtype=np.float64),
+        prefill_tdp_fraction_knots=np.asarray(e["prefill_power_tdp_fraction"], dtype=np.float64),
+        decode_batch_knots=np.asarray(e["decode_power_batch"], dtype=np.float64),
+        decode_tdp_fraction_knots=np.asarray(e["decode_power_tdp_fraction"], dtype=np.float64),
     )
 
 

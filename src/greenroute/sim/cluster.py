@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from greenroute.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from greenroute.physics.llm_perf import PowerKnots
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,8 @@ class BuiltCluster:
     kv_bytes_per_token: np.ndarray  # [M]
     hw_groups: tuple[ServerGroup, ...]  # one per hardware group
     hw_region: np.ndarray  # [G] region of each hardware group
+    # [T] measured iteration power (TDP fractions) of each perf type; None: not profiled
+    type_power: tuple[PowerKnots | None, ...] = ()
 
     @property
     def n_servers(self) -> int:
@@ -245,4 +251,5 @@ def build_cluster(cluster: Cluster, models: Sequence[str], data_dir=None) -> Bui
         kv_bytes_per_token=kvb,
         hw_groups=tuple(hw_groups),
         hw_region=np.asarray(hw_region, dtype=np.int64),
+        type_power=tuple(None if p is None else p.power for p in perfs),
     )

@@ -17,11 +17,22 @@ Cost tables come from the cluster's perf knots (``BuiltCluster``: the PerfModel 
 hardware group x model): prompt curve = ``prefill_s`` vs prompt tokens, token curve = the
 decode step vs batch size, mixed prefill+decode iteration = 1.1 x the prompt curve at the
 iteration's batch tokens (splitwise-sim ``performance_model.py:248-253``, see
-``sim/iteration/cost.py``). Power per iteration: an iteration holding any prefill is compute
-bound and draws the server's peak power (Patel et al., Splitwise, ISCA 2024: prompt phase at
-~TDP, token phase below); a decode-only iteration of ``n`` requests draws ``idle + (peak - idle)
-x n / slots``, the per-slot power of the slots model (``physics/power.py``). Idle power for the
-time between iterations is the ledger's always-on idle power.
+``sim/iteration/cost.py``). Power per iteration, where the profile measured it (the perf
+type's ``PowerKnots``: llama2-70b on A100 at TP 2/4/8): ``tp x (host share + GPU TDP x
+fraction)`` with the fraction the profile's ``peak_power`` at the iteration's batch tokens for
+an iteration holding any prefill and its ``average_power`` at the batch size for a decode-only
+one (held at the end knots), the formula of ``splitwise_cost_table``. The knots' watts are
+clipped to the server's ``[idle, peak]`` so that an iteration never draws less than the
+ledger's idle power (its dynamic energy is ``energy - idle x busy``) nor more than the peak
+that power caps and capacity figures assume. With the catalog's power (peak = token-phase
+GPU power + host share) every knot above token-phase / TDP (A100: 250 / 400 = 0.625) sits at
+the peak: all prefill knots of TP 2 and 4, TP 8's from 256 tokens, TP 2's decode knots.
+Elsewhere (H100: the profile's power columns are 0; scaled models; throughput servers): an
+iteration holding any prefill is compute bound and draws the server's peak power (Patel et al.,
+Splitwise, ISCA 2024: prompt phase at ~TDP, token phase below); a decode-only iteration of
+``n`` requests draws ``idle + (peak - idle) x n / slots``, the per-slot power of the slots
+model (``physics/power.py``). Idle power for the time between iterations is the ledger's
+always-on idle power.
 
 Power caps (hard or a plan's): a server left ``k = floor(f x slots)`` usable slots by its
 region's cap (``Simulation.effective_slots``, as the slots model) runs at most ``k`` requests
@@ -49,6 +60,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from greenroute.catalog import get_gpu
 from greenroute.core.errors import GreenrouteError
 from greenroute.core.types import RequestView, ServerView
 from greenroute.data.requests import Requests
@@ -97,6 +109,15 @@ def cost_tables(b: BuiltCluster) -> list[CostTable]:
         s = srv[0]
         idle, peak, slots = b.server_idle_w[s], b.server_peak_w[s], float(b.server_slots[s])
         n = np.arange(1, bmax + 1, dtype=float)
+        g = b.hw_groups[h]
+        knots = b.type_power[t] if b.type_power else None
+        if knots is not None and g.tokens_per_s is None:  # the profile's measured power
+            pp_x, pd_x = knots.prefill_tokens_knots, knots.decode_batch_knots
+            pp_w = profile_power_w(knots.prefill_tdp_fraction_knots, g.gpu, g.tp, idle, peak)
+            pd_w = profile_power_w(knots.decode_tdp_fraction_knots, g.gpu, g.tp, idle, peak)
+        else:  # prefill at peak, decode idle + (peak - idle) x n / slots
+            pp_x, pp_w = np.array([0.0, 1.0]), np.array([peak, peak])
+            pd_x, pd_w = np.array([0.0, slots]), np.array([idle, peak])
         out.append(
             CostTable(
                 prompt_x=b.prefill_tok[t].astype(float),
@@ -104,10 +125,10 @@ def cost_tables(b: BuiltCluster) -> list[CostTable]:
                 token_x=n,
                 token_s=b.decode_s[t, 1:].astype(float),
                 mixed_factor=MIXED_FACTOR_SPLITWISE,
-                power_prefill_x=np.array([0.0, 1.0]),
-                power_prefill_w=np.array([peak, peak]),
-                power_decode_x=np.array([0.0, slots]),
-                power_decode_w=np.array([idle, peak]),
+                power_prefill_x=pp_x,
+                power_prefill_w=pp_w,
+                power_decode_x=pd_x,
+                power_decode_w=pd_w,
                 idle_w=idle,
                 peak_w=peak,
             )
@@ -115,17 +136,34 @@ def cost_tables(b: BuiltCluster) -> list[CostTable]:
     return out
 
 
-def throttled(c: CostTable, frac: float, slots: float) -> CostTable:
+def profile_power_w(
+    tdp_fraction: np.ndarray, gpu: str, tp: int, idle_w: float, peak_w: float
+) -> np.ndarray:
+    """Instance watts of measured TDP fractions: ``tp x (host share + TDP x fraction)`` as in
+    ``sim/iteration/cost.py`` (``splitwise_cost_table``), clipped to ``[idle_w, peak_w]``."""
+    spec = get_gpu(gpu)
+    watts = tp * spec.host_share_w + tp * spec.tdp_w * np.asarray(tdp_fraction, dtype=float)
+    return np.clip(watts, idle_w, peak_w)
+
+
+def throttled(c: CostTable, frac: float, slots: float, *, profile_power: bool = False) -> CostTable:
     """``c`` under a power cap of ``idle + frac x (peak - idle)`` watts (``0 < frac < 1``):
-    prefill stretched by ``1 / frac`` at the capped power, decode power clamped at it."""
+    prefill stretched by ``1 / frac`` at ``idle + frac x (P - idle)`` for its power ``P`` (the
+    capped power for the linear model's ``P = peak``; the same dynamic energy), decode power
+    clamped at the cap (``profile_power``: the measured decode knots clipped at it)."""
     cap_w = c.idle_w + frac * (c.peak_w - c.idle_w)
     n_cap = max(frac * slots, 1e-9)
+    if profile_power:
+        dec_x, dec_w = c.power_decode_x, np.minimum(c.power_decode_w, cap_w)
+    else:
+        dec_x = np.array([0.0, n_cap, n_cap + 1.0])
+        dec_w = np.array([c.idle_w, cap_w, cap_w])
     return replace(
         c,
         prompt_s=c.prompt_s / frac,
-        power_prefill_w=np.array([cap_w, cap_w]),
-        power_decode_x=np.array([0.0, n_cap, n_cap + 1.0]),
-        power_decode_w=np.array([c.idle_w, cap_w, cap_w]),
+        power_prefill_w=c.idle_w + frac * (c.power_prefill_w - c.idle_w),
+        power_decode_x=dec_x,
+        power_decode_w=dec_w,
     )
 
 
@@ -231,7 +269,12 @@ class IterationBackend:
             key = (int(ty[s]), float(f[s]))
             if key not in self.capped_types:
                 self.capped_types[key] = len(self.tables)
-                self.tables.append(throttled(self.tables[key[0]], key[1], float(self.slots0[s])))
+                measured = bool(b.type_power) and b.type_power[key[0]] is not None
+                self.tables.append(
+                    throttled(
+                        self.tables[key[0]], key[1], float(self.slots0[s]), profile_power=measured
+                    )
+                )
                 self.cost = stack_cost_tables(self.tables)
             ty[s] = self.capped_types[key]
         if not (
