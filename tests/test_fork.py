@@ -34,6 +34,17 @@ def prep_demo_fluid():
 
 
 @pytest.fixture(scope="module")
+def prep_demo_fluid_busy():
+    """The fluid demo on slots servers at its former load (2.0 + 0.4 rps per origin), where
+    one region cannot serve the whole epoch-0 demand (the hand computation below)."""
+    from dataclasses import replace
+
+    sc = get_scenario("demo")
+    wl = replace(sc.workload, interactive_rps=(2.0,) * 3, deferrable_rps=(0.4,) * 3)
+    return prepare(replace(sc, workload=wl).with_options(fidelity="fluid", server_model="slots"), 0)
+
+
+@pytest.fixture(scope="module")
 def prep_geo3_fluid():
     # no data_dir: geo3's signals come from the embedded profiles
     return prepare(get_scenario("geo3").with_options(days=1.0, fidelity="fluid"), 0)
@@ -229,13 +240,13 @@ def test_a_policy_rollout_equals_the_real_next_epochs(which, request):
     assert ahead.carbon_kg == pytest.approx(sum(r.carbon_kg for r in real), rel=1e-14)
 
 
-def test_lowest_carbon_region_lowers_the_epochs_carbon_as_computed_by_hand(prep_demo_fluid):
+def test_lowest_carbon_region_lowers_the_epochs_carbon_as_computed_by_hand(prep_demo_fluid_busy):
     """Epoch 0 of the fluid demo (empty queues, the same two servers in every region): all
     work to one region leaves the others at idle power and saturates that region (the
     whole demand is more than its two servers can serve in an epoch), so it draws peak
     power: each candidate's IT energy per region, and its carbon through the observation's
     per-IT-kWh factors, follow by hand."""
-    sim = _sim(prep_demo_fluid, "local-only")
+    sim = _sim(prep_demo_fluid_busy, "local-only")
     sim.begin()
     obs = sim.observe()
     cf = obs.carbon_g_per_it_kwh[0]  # g per IT kWh, [R]
@@ -250,11 +261,11 @@ def test_lowest_carbon_region_lowers_the_epochs_carbon_as_computed_by_hand(prep_
     peak_kwh = obs.peak_power_kw * obs.epoch_s / 3600.0
     # saturation: the epoch's requests need more slot-seconds than a region has, even at the
     # full batch (the cheapest service per request)
-    svc, b = prep_demo_fluid.service, prep_demo_fluid.built
+    svc, b = prep_demo_fluid_busy.service, prep_demo_fluid_busy.built
     t = int(b.server_hw[0] * b.n_models + b.server_model0[0])
     slots = float(b.server_slots[0])
     need_slot_s = sum(
-        svc.moments(t, c, 0, slots)[0] * prep_demo_fluid.counts[0, :, c].sum()
+        svc.moments(t, c, 0, slots)[0] * prep_demo_fluid_busy.counts[0, :, c].sum()
         for c in range(N_CLASSES)
     )
     assert need_slot_s > 2 * slots * obs.epoch_s

@@ -33,12 +33,12 @@ def test_scenario_itself_refuses_non_finite_days():
 
 
 def test_memory_estimate_by_hand():
-    sc = get_scenario("demo").with_options(days=10)  # 3 origins x (2.0 + 0.4) req/s
+    sc = get_scenario("demo").with_options(days=10)  # 3 origins x (1.5 + 0.3) req/s
     est = B.estimate_memory(sc)
-    n_req = 7.2 * 10 * 86400  # 6,220,800 requests
+    n_req = 5.4 * 10 * 86400  # 4,665,600 requests
     assert est.requests == pytest.approx(n_req, rel=1e-12)
     assert est.epochs == 960
-    want = 450 * 2**20 + 256 * n_req + 2048 * 960 * 3  # = 2,070,282,240 B
+    want = 450 * 2**20 + 256 * n_req + 2048 * 960 * 3  # = 1,672,151,040 B
     assert est.total_bytes == pytest.approx(want, rel=1e-12)
     assert B.estimate_memory(sc, "fluid").total_bytes == pytest.approx(
         450 * 2**20 + 2048 * 960 * 3, rel=1e-12
@@ -50,10 +50,10 @@ def test_request_run_too_big_is_refused_and_names_fluid(monkeypatch):
     with pytest.raises(ConfigError) as err:
         greenroute.run("demo", "local-only", days=10)
     msg = str(err.value)
-    # 1.928 GiB needed; per epoch 256 x 7.2 x 900 + 2048 x 3 = 1,665,024 B, so
-    # (2^30 - 450 MiB) / 1,665,024 = 361.5 -> 361 epochs = 3.7604 days fit
-    assert "needs about 1.93 GiB" in msg and "1 GiB available" in msg
-    assert "at most --days 3.76 fits" in msg
+    # 1,672,151,040 B = 1.557 GiB needed; per epoch 256 x 5.4 x 900 + 2048 x 3 = 1,250,304 B,
+    # so (2^30 - 450 MiB) / 1,250,304 = 481.4 -> 481 epochs = 5.0104 days fit
+    assert "needs about 1.56 GiB" in msg and "1 GiB available" in msg
+    assert "at most --days 5.01 fits" in msg
     assert "--fidelity fluid would run it" in msg
     assert "\n" not in msg
 
