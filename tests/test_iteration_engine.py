@@ -302,3 +302,33 @@ def test_drop_codes_of_both_server_models_agree():
     assert K.DROP_REASONS[K.DROP_PREEMPTION_LIMIT] == "preemption_limit"
     for name in ("NONE", "QUEUE_FULL", "KV_OVERFLOW", "NO_SERVER", "PREEMPTION_LIMIT"):
         assert getattr(IK, f"DROP_{name}") == getattr(K, f"DROP_{name}"), name
+
+
+def test_chunked_prefill_is_a_scenario_option_of_the_iteration_model(tmp_path):
+    """Chunked prefill (Sarathi-Serve) splits prompts across iterations under the budget: every
+    prompt token is still prefilled once, long prompts no longer run alone, so the run
+    differs from whole-prompt prefills; a manifest reproduces it; it is refused where it has
+    no meaning (slots servers, the fluid model)."""
+    sc = get_scenario("demo").with_options(days=0.1)
+    whole = greenroute.run(sc, "local-only", seed=2)
+    chunked = greenroute.run(sc.with_options(chunked_prefill=True), "local-only", seed=2)
+    mw, mc = whole.metrics, chunked.metrics
+    assert mc["requests_total"] == mw["requests_total"]
+    # each prompt token is prefilled once; only requests still in flight at the horizon (a few
+    # hundred tokens of 6.8e7) can be at a different point of their prefill in the two runs
+    assert mc["prefill_tokens"] == pytest.approx(mw["prefill_tokens"], rel=1e-4)
+    assert (
+        mc["requests_completed"] + mc["requests_dropped"] + mc["requests_in_flight"]
+        == (mc["requests_total"])
+    )
+    assert mc["ttft_mean_s"] != mw["ttft_mean_s"]
+    assert chunked.manifest["chunked_prefill"] is True
+    assert whole.manifest["chunked_prefill"] is False
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(chunked.manifest))
+    again = greenroute.run_manifest(path)
+    assert again.metrics["ttft_mean_s"] == mc["ttft_mean_s"]
+    with pytest.raises(ConfigError, match="iteration server model"):
+        sc.with_options(server_model="slots", chunked_prefill=True)
+    with pytest.raises(ConfigError, match="request fidelity"):
+        sc.with_options(fidelity="fluid", chunked_prefill=True)

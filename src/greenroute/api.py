@@ -264,8 +264,15 @@ def run_manifest(path: str | Path, **overrides) -> RunResult:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise DataFormatError(path, f"field 'constraints' is malformed ({exc!r})") from None
     w = m.get("weights") or {}
+    scenario: str | Scenario = m["scenario"]
+    if m.get("chunked_prefill"):
+        from greenroute.scenarios import get_scenario
+
+        scenario = get_scenario(m["scenario"]).with_options(
+            fidelity=m.get("fidelity"), server_model=m.get("server_model"), chunked_prefill=True
+        )
     res = run(
-        m["scenario"],
+        scenario,
         m["policy"],
         local_policy=m.get("local_policy", "least-loaded"),
         seed=int(m["seed"]),

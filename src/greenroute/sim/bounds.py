@@ -134,7 +134,7 @@ def check_memory(sc: Scenario, *, auto_fidelity: bool = False) -> tuple[Scenario
     if sc.fidelity == "request":
         fluid = estimate_memory(sc, "fluid")
         fits = fluid.total_bytes <= limit
-        if fits and auto_fidelity:
+        if fits and auto_fidelity and not sc.chunked_prefill:  # fluid: whole prompts only
             note = (
                 f"{days} at request fidelity would need about {est.gib:.3g} GiB "
                 f"({est.requests:.3g} requests); {have}: ran the fluid model instead"

@@ -331,7 +331,9 @@ class _RequestStepper:
         if self.iteration:  # continuous batching per iteration (sim/iteration_mode.py)
             from greenroute.sim.iteration_mode import IterationBackend
 
-            self.backend = IterationBackend(prep.built, reqs, codes, sim.local, sc.n_epochs)
+            self.backend = IterationBackend(
+                prep.built, reqs, codes, sim.local, sc.n_epochs, sc.chunked_prefill
+            )
         else:
             self.backend = RequestBackend(prep.built, reqs, codes, sim.local)
         rng = np.random.default_rng(_seed_int(sim.config.seed, 5))

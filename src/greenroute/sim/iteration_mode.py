@@ -167,7 +167,7 @@ def throttled(c: CostTable, frac: float, slots: float, *, profile_power: bool = 
     )
 
 
-def iteration_config(b: BuiltCluster) -> IterationConfig:
+def iteration_config(b: BuiltCluster, chunked_prefill: bool = False) -> IterationConfig:
     ty = b.server_hw * b.n_models + b.server_model0
     kv_tok = b.kv_bytes_per_token[b.server_model0] * BLOCK_TOKENS_DEFAULT
     blocks = np.floor(b.kv_cap_bytes[ty] / kv_tok).astype(np.int64)
@@ -179,7 +179,7 @@ def iteration_config(b: BuiltCluster) -> IterationConfig:
         queue_limit=b.queue_limit.astype(np.int64),
         blocks_total=np.maximum(blocks, 1),
         max_batched_tokens=np.full(n, MAX_BATCHED_TOKENS_DEFAULT, dtype=np.int64),
-        chunked=np.zeros(n, dtype=np.bool_),
+        chunked=np.full(n, bool(chunked_prefill), dtype=np.bool_),
     )
 
 
@@ -189,13 +189,13 @@ class IterationBackend:
     server_model = "iteration"
 
     def __init__(self, built: BuiltCluster, reqs: Requests, lp_codes: np.ndarray, local_policies,
-                 n_epochs: int):  # fmt: skip
+                 n_epochs: int, chunked_prefill: bool = False):  # fmt: skip
         self.b = built
         self.reqs = reqs
         n = len(reqs)
         self.lp_codes = lp_codes.astype(np.int64)
         self.local_policies = local_policies
-        self.cfg = iteration_config(built)
+        self.cfg = iteration_config(built, chunked_prefill)
         self.slots0 = self.cfg.max_running.copy()
         self.tables = cost_tables(built)
         self.base_type = self.cfg.server_type.copy()

@@ -41,6 +41,7 @@ def build_manifest(sim) -> dict:
         "days_requested": float(sc.days),
         "fidelity": sc.fidelity,
         "server_model": sc.resolved_server_model,
+        "chunked_prefill": sc.chunked_prefill,
         "facility": sc.facility,
         "start_utc": sc.start_utc.isoformat(),
         "epoch_s": sc.epoch_s,
@@ -114,6 +115,7 @@ def _field_rules() -> dict[str, tuple[Callable[[object], bool], str]]:
             _optional(lambda v: v in SERVER_MODELS),
             f"one of {', '.join(SERVER_MODELS)} or null",
         ),
+        "chunked_prefill": (lambda v: isinstance(v, bool), "true or false"),
         "forecast": (lambda v: v in FORECASTERS, f"one of {', '.join(FORECASTERS)}"),
         "forecast_error": (_non_negative, "a finite number >= 0"),
         "weights": (

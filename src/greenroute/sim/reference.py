@@ -52,11 +52,17 @@ class LocalOnlyReference:
         return Plan(route=route, rationale="")
 
 
+def _reference_scenario(sc):
+    """The scenario of the reference run: fluid fidelity (whole-prompt prefills: chunking is a
+    request-fidelity option of the servers, not part of the reference)."""
+    return replace(sc, chunked_prefill=False).with_options(fidelity="fluid")
+
+
 def reference_key(prep) -> str:
     """Cache key of ``prep``'s reference run (see the module docstring)."""
     from greenroute.data.cache import code_fingerprint, make_key
 
-    sc = replace(prep.scenario.with_options(fidelity="fluid"), description="")
+    sc = replace(_reference_scenario(prep.scenario), description="")
     sig = prep.signals
     h = hashlib.sha256()
     for arr in (
@@ -88,7 +94,7 @@ def _simulate(prep, local: Callable[[], LocalPolicy]) -> dict[str, float]:
     sc = prep.scenario
     fprep = prep
     if sc.fidelity != "fluid":
-        fprep = prepare(sc.with_options(fidelity="fluid"), seed=prep.seed, data_dir=prep.data_dir)
+        fprep = prepare(_reference_scenario(sc), seed=prep.seed, data_dir=prep.data_dir)
     sim = Simulation(fprep, LocalOnlyReference(), local, SimConfig(seed=prep.seed))
     res = sim.run()
     m = res.metrics

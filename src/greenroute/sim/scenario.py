@@ -59,6 +59,11 @@ class Scenario:
     # None: "iteration" for LLM servers, "slots" when a server group is a seed-002 throughput
     # server (ServerGroup.tokens_per_s: no per-token cost profile); see resolved_server_model
     server_model: str | None = None
+    # iteration servers: split long prompts across iterations under the token budget
+    # (Sarathi-Serve, Agrawal et al., OSDI 2024) instead of whole-prompt prefills (vLLM's
+    # classic default, splitwise-sim). Request fidelity only: the fluid model profiles whole
+    # prompts.
+    chunked_prefill: bool = False
 
     def __post_init__(self) -> None:
         d = self.days
@@ -125,6 +130,7 @@ class Scenario:
         constraints: ConstraintSet | None = None,
         facility: str | None = None,
         server_model: str | None = None,
+        chunked_prefill: bool | None = None,
     ) -> Scenario:
         """A copy with these options changed. ``days`` must be a finite number > 0; the window
         limits that depend on the data and memory are checked by
@@ -147,7 +153,22 @@ class Scenario:
         if server_model is not None:
             self._check_server_model(server_model)
             kw["server_model"] = server_model
-        return replace(self, **kw) if kw else self
+        if chunked_prefill is not None:
+            if not isinstance(chunked_prefill, bool):
+                raise ConfigError(f"chunked_prefill must be true or false, got {chunked_prefill!r}")
+            kw["chunked_prefill"] = chunked_prefill
+        out = replace(self, **kw) if kw else self
+        if out.chunked_prefill and out.resolved_server_model != "iteration":
+            raise ConfigError(
+                f"chunked_prefill needs the iteration server model; scenario {out.name} runs "
+                f"{out.resolved_server_model!r}"
+            )
+        if out.chunked_prefill and out.fidelity != "request":
+            raise ConfigError(
+                "chunked_prefill runs at request fidelity only (the fluid model profiles whole "
+                "prompts); use --fidelity request"
+            )
+        return out
 
     def origin_coords(self, data_dir: Path | None = None) -> np.ndarray:
         """[O, 2] lat/lon of the origins (catalog regions, or ``data_dir``'s own regions)."""
