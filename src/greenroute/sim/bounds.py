@@ -180,12 +180,26 @@ def real_data_span(data_dir: Path, region: str) -> tuple[pd.Timestamp, pd.Timest
     """First and last UTC hour that all three signal files of ``region`` cover (None when the
     data directory does not list the region: ``prepare`` reports that). Cached per file
     version (path, size, mtime), so repeated checks in one process read nothing."""
+    from greenroute.data import cache
+
     grid = Path(data_dir) / "grid"
     stamp = tuple(
-        (p.name, p.stat().st_size, p.stat().st_mtime_ns)
+        (str(p.relative_to(grid)), p.stat().st_size, p.stat().st_mtime_ns)
         for p in sorted(grid.rglob("*")) if p.is_file()
     )  # fmt: skip
-    return _real_data_span(str(data_dir), region, stamp)
+    # across processes: the span is 2 timestamps, kept in the disk cache under the same file
+    # versions (``--no-cache`` bypasses it), so a warm run reads no signal file to check it
+    key = cache.make_key("data-span", 1, str(Path(data_dir).resolve()), region, stamp)
+    stored = cache.load_json("spans", key)
+    if stored is not None:
+        if stored.get("span") is None:
+            return None
+        first, last = stored["span"]
+        return pd.Timestamp(first), pd.Timestamp(last)
+    span = _real_data_span(str(data_dir), region, stamp)
+    value = None if span is None else [span[0].isoformat(), span[1].isoformat()]
+    cache.store_json("spans", key, {"span": value})
+    return span
 
 
 @functools.lru_cache(maxsize=256)

@@ -402,6 +402,7 @@ def queue_curves(built, service, prompt_sample, slo_s: float, sigma: float, n_or
     z, wq = np.polynomial.hermite_e.hermegauss(NOISE_NODES)
     wq = wq / wq.sum()
     sig = NOISE_SIGMA_SCALE * sigma
+    done: dict[tuple[int, int, float, float], int] = {}
     for r in range(n_r):
         servers = np.flatnonzero(built.server_region == r)
         if servers.size == 0:
@@ -412,6 +413,11 @@ def queue_curves(built, service, prompt_sample, slo_s: float, sigma: float, n_or
         t = int(built.server_hw[s0] * built.n_models + built.server_model0[s0])
         m = int(built.server_model0[s0])
         cq = c * n**JSQ_POOLING_EXPONENT
+        key = (t, m, c, n)
+        if key in done:  # regions with the same servers have the same curve
+            wait[r], miss[r] = wait[done[key]], miss[done[key]]
+            continue
+        done[key] = r
         for i, u in enumerate(UTIL_GRID):
             if u <= 0:
                 continue

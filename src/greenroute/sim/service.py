@@ -153,6 +153,7 @@ def _iteration_stats(svc: ServiceModel, nominal_batch_frac: float) -> dict[str, 
     prof = svc.iteration_profile()
     n_r = b.n_regions
     out = {k: np.zeros((N_CLASSES, n_r)) for k in ("slot_s", "prefill_s", "it_kwh")}
+    per_type: dict[tuple[int, int, float], tuple[float, float, float]] = {}
     for r in range(n_r):
         servers = np.arange(b.region_start[r], b.region_start[r + 1])
         for c in range(N_CLASSES):
@@ -165,12 +166,16 @@ def _iteration_stats(svc: ServiceModel, nominal_batch_frac: float) -> dict[str, 
                     if not b.type_ok[t]:
                         continue
                     slots = float(b.server_slots[s])
-                    w = saturation_work_s(prof, np.array([[t]]), np.array([slots]))[0, c, 0]
-                    n = np.array(max(1.0, nominal_batch_frac * slots))
-                    tau = float(interp_n(prof.tau[t, c], n))
-                    adv = float(interp_n(prof.adv[t, c], n))
-                    d = float(interp_n(prof.decode[t], n))
-                    energy_s = tau + max(prof.e_out[c] - 1.0 - adv, 0.0) * d / slots
+                    key = (t, c, slots)
+                    if key not in per_type:  # servers of one type share these (thousands)
+                        w = saturation_work_s(prof, np.array([[t]]), np.array([slots]))[0, c, 0]
+                        n = np.array(max(1.0, nominal_batch_frac * slots))
+                        tau = float(interp_n(prof.tau[t, c], n))
+                        adv = float(interp_n(prof.adv[t, c], n))
+                        d = float(interp_n(prof.decode[t], n))
+                        energy_s = tau + max(prof.e_out[c] - 1.0 - adv, 0.0) * d / slots
+                        per_type[key] = (w, tau, energy_s)
+                    w, tau, energy_s = per_type[key]
                     dyn_w = b.server_peak_w[s] - b.server_idle_w[s]
                     wgt = share * slots
                     num += wgt * np.array([slots * w, tau, energy_s * dyn_w / 3.6e6])
