@@ -14,6 +14,7 @@ from greenroute.core.errors import ConfigError
 from greenroute.core.types import N_CLASSES, ClusterInfo, Observation, Plan
 from greenroute.policies.fill_kernel import MAX_REGIONS, greedy_fill_kernel
 from greenroute.policies.registry import register_geo_policy
+from greenroute.sim.reference import LocalOnlyReference
 
 DEFAULT_TARGET_UTILISATION = 0.6  # headroom so queues stay short: at 0.8 the demo misses its
 # 2 s TTFT SLO for 17 % of requests, at 0.6 for 0.4 % with 0.7 % more carbon (engineering choice)
@@ -98,18 +99,13 @@ class _Base:
 
 @register_geo_policy("local-only", "Serve every request in its origin's own region (no shifting).")
 class LocalOnly(_Base):
+    """The objective's reference plan (``sim/reference.py``, which the engine runs for the
+    normalisation and cannot import this module): one definition of local-only."""
+
     name = "local-only"
 
     def plan(self, obs: Observation) -> Plan:
-        route = np.zeros(obs.allowed.shape)
-        for c in range(N_CLASSES):
-            for o, origin in enumerate(obs.origins):
-                ok = np.flatnonzero(obs.allowed[c, o])
-                if origin in obs.regions and obs.allowed[c, o, obs.regions.index(origin)]:
-                    route[c, o, obs.regions.index(origin)] = 1.0
-                elif ok.size:  # origin region not allowed/absent: the nearest allowed one
-                    route[c, o, ok[np.argmin(obs.latency_s[o, ok])]] = 1.0
-        return Plan(route=route, rationale="")
+        return LocalOnlyReference().plan(obs)
 
 
 @register_geo_policy(
