@@ -39,6 +39,7 @@ from greenroute.sim.results import (
     _result,
     _safe,
     _totals,
+    request_metrics,
 )
 
 
@@ -88,19 +89,9 @@ def finalize_iteration(sim, be) -> RunResult:
     dispatched = np.zeros((n_r, n_e))
     np.add.at(dispatched, (be.region[ok], disp_epoch[ok]), 1.0)
     metrics = _totals(led)
-    n = len(reqs)
     dropped = be.drop > 0
     completed = (be.drop == 0) & (be.finish <= t_end)
     _, ttft, e2e = latencies(sim, be)
-    inter = reqs.cls == CLASS_INTERACTIVE
-    defer = reqs.cls == CLASS_DEFERRABLE
-    tt = ttft[inter & completed]
-    slo_metric = ttft if sc.slo_kind == "ttft" else e2e
-    viol_i = inter & completed & (slo_metric > sc.ttft_slo_s)
-    viol_d = defer & completed & (be.finish > reqs.deadline_s)
-    denom = int(completed.sum() + dropped.sum())
-    viol = int(viol_i.sum() + viol_d.sum() + dropped.sum())
-    delay = (be.dispatch - reqs.arrival_s)[defer & np.isfinite(be.dispatch)]
     gaps = be.out_tok[completed] - 1
     with np.errstate(divide="ignore", invalid="ignore"):
         tbt_req = be.tbt_sum[completed] / gaps
@@ -109,13 +100,9 @@ def finalize_iteration(sim, be) -> RunResult:
     acc = be.st.acc.sum(axis=0)
     iters = float(acc[IK.A_ITER])
     budget = float((be.st.acc[:, IK.A_ITER] * be.cfg.max_batched_tokens).sum())
+    metrics.update(request_metrics(sc, reqs, be, ttft, e2e, completed, dropped))
     metrics.update(
         {
-            "ttft_mean_s": _safe(np.mean, tt),
-            "ttft_p50_s": _safe(np.percentile, tt, 50),
-            "ttft_p95_s": _safe(np.percentile, tt, 95),
-            "ttft_p99_s": _safe(np.percentile, tt, 99),
-            "e2e_mean_s": _safe(np.mean, ee),
             "e2e_p50_s": _safe(np.percentile, ee, 50),
             "e2e_p95_s": _safe(np.percentile, ee, 95),
             "e2e_p99_s": _safe(np.percentile, ee, 99),
@@ -123,13 +110,6 @@ def finalize_iteration(sim, be) -> RunResult:
             if gaps.sum() > 0
             else float("nan"),
             "tbt_p99_s": _safe(np.percentile, tbt_req, 99),  # p99 of per-request mean TBT
-            "slo_violation_pct": 100.0 * viol / denom if denom else 0.0,
-            "max_defer_delay_min": float(delay.max() / 60.0) if delay.size else 0.0,
-            "requests_total": float(n),
-            "requests_completed": float(completed.sum()),
-            "requests_dropped": float(dropped.sum()),
-            "requests_in_flight": float(n - completed.sum() - dropped.sum()),
-            "interactive_requests": float(inter.sum()),
             "preemptions": float(acc[IK.A_PREEMPT]),
             "iterations": iters,
             "batch_size_mean": float(acc[IK.A_BATCH_SUM] / iters) if iters else float("nan"),
@@ -139,9 +119,6 @@ def finalize_iteration(sim, be) -> RunResult:
             "output_tokens": float(be.out_tok.sum()),
         }
     )
-    for code, name in enumerate(K.DROP_REASONS):
-        if code:
-            metrics[f"dropped_{name}"] = float((be.drop == code).sum())
     per_server = b.region_slots() / np.maximum(b.region_servers(), 1)
     busy_slot_s = be.busy_s * per_server[:, None]  # utilisation = busy server time / time
     _add_common(metrics, sim, busy_slot_s)

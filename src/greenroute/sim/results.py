@@ -187,34 +187,7 @@ def finalize_request(sim, be) -> RunResult:
     net[has_reg] = prep.latency_s[reqs.origin[has_reg], be.region[has_reg]]
     ttft = 2.0 * net + (be.start - be.t_reg) + be.prefill
     e2e = be.finish + net - reqs.arrival_s
-    inter = reqs.cls == CLASS_INTERACTIVE
-    defer = reqs.cls == CLASS_DEFERRABLE
-    tt = ttft[inter & completed]
-    slo_metric = ttft if sc.slo_kind == "ttft" else e2e
-    viol_i = inter & completed & (slo_metric > sc.ttft_slo_s)
-    viol_d = defer & completed & (be.finish > reqs.deadline_s)
-    denom = int(completed.sum() + dropped.sum())
-    viol = int(viol_i.sum() + viol_d.sum() + dropped.sum())
-    delay = (be.dispatch - reqs.arrival_s)[defer & np.isfinite(be.dispatch)]
-    metrics.update(
-        {
-            "ttft_mean_s": _safe(np.mean, tt),
-            "ttft_p50_s": _safe(np.percentile, tt, 50),
-            "ttft_p95_s": _safe(np.percentile, tt, 95),
-            "ttft_p99_s": _safe(np.percentile, tt, 99),
-            "e2e_mean_s": _safe(np.mean, e2e[completed]),
-            "slo_violation_pct": 100.0 * viol / denom if denom else 0.0,
-            "max_defer_delay_min": float(delay.max() / 60.0) if delay.size else 0.0,
-            "requests_total": float(n),
-            "requests_completed": float(completed.sum()),
-            "requests_dropped": float(dropped.sum()),
-            "requests_in_flight": float(n - completed.sum() - dropped.sum()),
-            "interactive_requests": float(inter.sum()),
-        }
-    )
-    for code, name in enumerate(K.DROP_REASONS):
-        if code:
-            metrics[f"dropped_{name}"] = float((be.drop == code).sum())
+    metrics.update(request_metrics(sc, reqs, be, ttft, e2e, completed, dropped))
     _add_common(metrics, sim, busy)
     frame = _epoch_frame(sim, led, dispatched, busy)
     req_frame = None
@@ -325,3 +298,38 @@ def _policy_summary(geo) -> dict | None:
         return None
     out = fn()
     return dict(out) if out else None
+
+
+def request_metrics(sc, reqs, be, ttft, e2e, completed, dropped) -> dict[str, float]:
+    """Latency, SLO, deferral and count metrics of a request-level run (both server models):
+    SLO violations are interactive requests over their TTFT (or e2e) SLO, deferrable requests
+    finishing after their deadline, and drops, over completed + dropped requests; drops by
+    reason."""
+    n = len(reqs)
+    inter = reqs.cls == CLASS_INTERACTIVE
+    defer = reqs.cls == CLASS_DEFERRABLE
+    tt = ttft[inter & completed]
+    slo_metric = ttft if sc.slo_kind == "ttft" else e2e
+    viol_i = inter & completed & (slo_metric > sc.ttft_slo_s)
+    viol_d = defer & completed & (be.finish > reqs.deadline_s)
+    denom = int(completed.sum() + dropped.sum())
+    viol = int(viol_i.sum() + viol_d.sum() + dropped.sum())
+    delay = (be.dispatch - reqs.arrival_s)[defer & np.isfinite(be.dispatch)]
+    out = {
+        "ttft_mean_s": _safe(np.mean, tt),
+        "ttft_p50_s": _safe(np.percentile, tt, 50),
+        "ttft_p95_s": _safe(np.percentile, tt, 95),
+        "ttft_p99_s": _safe(np.percentile, tt, 99),
+        "e2e_mean_s": _safe(np.mean, e2e[completed]),
+        "slo_violation_pct": 100.0 * viol / denom if denom else 0.0,
+        "max_defer_delay_min": float(delay.max() / 60.0) if delay.size else 0.0,
+        "requests_total": float(n),
+        "requests_completed": float(completed.sum()),
+        "requests_dropped": float(dropped.sum()),
+        "requests_in_flight": float(n - completed.sum() - dropped.sum()),
+        "interactive_requests": float(inter.sum()),
+    }
+    for code, name in enumerate(K.DROP_REASONS):
+        if code:
+            out[f"dropped_{name}"] = float((be.drop == code).sum())
+    return out
