@@ -15,7 +15,7 @@ import inspect
 import math
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -170,13 +170,24 @@ class Entry(Generic[T]):
 
 
 class Registry(Generic[T]):
-    """Name -> :class:`Entry`; ``loader`` imports the built-in entries on first use."""
+    """Name -> :class:`Entry`. ``loader`` imports the built-in entries on first use: one
+    function, or a sequence of stages (e.g. cheap modules first); looking a name up runs the
+    stages only until the name is found, listing runs them all."""
 
-    def __init__(self, kind: str, loader: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        loader: Callable[[], None] | Sequence[Callable[[], None]] | None = None,
+    ) -> None:
         self.kind = kind
         self._entries: dict[str, Entry[T]] = {}
-        self._loader = loader
-        self._loaded = loader is None
+        if loader is None:
+            stages: list[Callable[[], None]] = []
+        elif callable(loader):
+            stages = [loader]
+        else:
+            stages = list(loader)
+        self._stages = stages
 
     def register(
         self,
@@ -203,11 +214,10 @@ class Registry(Generic[T]):
         """Remove ``name`` if registered (tests clean up what they registered)."""
         self._entries.pop(name, None)
 
-    def _load(self) -> None:
-        if not self._loaded:
-            self._loaded = True
-            assert self._loader is not None
-            self._loader()
+    def _load(self, until: str | None = None) -> None:
+        """Run the pending loader stages (all, or until ``until`` is registered)."""
+        while self._stages and (until is None or until not in self._entries):
+            self._stages.pop(0)()
 
     def names(self) -> list[str]:
         self._load()
@@ -222,7 +232,9 @@ class Registry(Generic[T]):
         return name in self._entries
 
     def get(self, name: str) -> Entry[T]:
-        self._load()
+        self._load(until=name)
+        if name not in self._entries:
+            self._load()
         try:
             return self._entries[name]
         except KeyError:

@@ -220,7 +220,18 @@ def as_utc_timestamp(start_utc: datetime | pd.Timestamp | np.datetime64 | str) -
 
 
 def _minute_shape(spec: WorkloadSpec, start: pd.Timestamp, n_minutes: int) -> np.ndarray:
-    """Diurnal multiplier ``[n_minutes, n_origins]`` at each minute start, in local time."""
+    """Diurnal multiplier ``[n_minutes, n_origins]`` at each minute start, in local time
+    (read-only; the last few are memoised: a fluid run asks for the expected rates and the
+    sampled counts of the same window)."""
+    try:
+        hash(spec)
+    except TypeError:  # a spec built with list fields: compute it afresh
+        return _minute_shape_cached.__wrapped__(spec, start, n_minutes)
+    return _minute_shape_cached(spec, start, n_minutes)
+
+
+@functools.lru_cache(maxsize=4)
+def _minute_shape_cached(spec: WorkloadSpec, start: pd.Timestamp, n_minutes: int) -> np.ndarray:
     profile = diurnal_profile(spec.diurnal)
     share = spec.diurnal_flat_share
     offsets = pd.to_timedelta(np.arange(n_minutes, dtype=np.int64) * int(MINUTE_S), unit="s")
@@ -233,6 +244,7 @@ def _minute_shape(spec: WorkloadSpec, start: pd.Timestamp, n_minutes: int) -> np
             how = np.asarray(local.day_of_week, dtype=np.int64) * 24 + np.asarray(local.hour)
             by_zone[zone] = share + (1.0 - share) * profile[how]
         out[:, j] = by_zone[zone]
+    out.flags.writeable = False
     return out
 
 

@@ -14,9 +14,11 @@ from greenroute.core.registry import Entry, Registry
 from greenroute.core.types import GeoPolicy, LocalPolicy
 
 
-def _load_geo_builtins() -> None:
+def _load_heuristics() -> None:
     from greenroute.policies import heuristics  # noqa: F401  (registers on import)
 
+
+def _load_optimisers() -> None:
     # nsga2 imports its optional pymoo only when built (a clear error names the extra)
     from greenroute.policies.optimize import admm, lp, nsga2  # noqa: F401
 
@@ -25,7 +27,8 @@ def _load_local_builtins() -> None:
     from greenroute.policies import local  # noqa: F401  (registers on import)
 
 
-GEO_POLICIES: Registry[GeoPolicy] = Registry("policy", _load_geo_builtins)
+# heuristics first: building one of them does not import the optimisers (scipy's LP stack)
+GEO_POLICIES: Registry[GeoPolicy] = Registry("policy", (_load_heuristics, _load_optimisers))
 LOCAL_POLICIES: Registry[LocalPolicy] = Registry("local policy", _load_local_builtins)
 
 

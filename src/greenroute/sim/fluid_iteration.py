@@ -84,6 +84,16 @@ class IterationProfile:
                 self.adv[t, c] = a.mean(axis=0)
         self.decode = built.decode_s  # [T, B+1]
 
+    @classmethod
+    def from_arrays(cls, built, arrays) -> IterationProfile:
+        """A profile from its stored tables (``tau``, ``tau2``, ``adv``, ``e_out``, ``e_out2``)."""
+        prof = cls.__new__(cls)
+        prof.s_max = int(built.decode_s.shape[1] - 1)
+        for k in ("tau", "tau2", "adv", "e_out", "e_out2"):
+            setattr(prof, k, np.asarray(arrays[k], dtype=np.float64))
+        prof.decode = built.decode_s
+        return prof
+
 
 def interp_n(table: np.ndarray, n: np.ndarray) -> np.ndarray:
     """``table[..., n]`` at fractional ``n`` (clipped to the table)."""

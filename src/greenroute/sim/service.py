@@ -39,9 +39,7 @@ class ServiceModel:
         """The iteration server's profile tables (``sim/fluid_iteration.IterationProfile``),
         built once from the length samples."""
         if self._profile is None:
-            from greenroute.sim.fluid_iteration import IterationProfile
-
-            self._profile = IterationProfile(self.built, *self.samples)
+            self._profile = _cached_profile(self.built, *self.samples)
         return self._profile
 
     @staticmethod
@@ -143,6 +141,33 @@ class ServiceModel:
 
     def _iteration_class_stats(self, nominal_batch_frac: float) -> dict[str, np.ndarray]:
         return _iteration_stats(self, nominal_batch_frac)
+
+
+PROFILE_FIELDS = ("tau", "tau2", "adv", "e_out", "e_out2")
+
+
+def _cached_profile(built: BuiltCluster, prompt: list[np.ndarray], output: list[np.ndarray]):
+    """The iteration profile, kept in the disk cache under a hash of everything it is computed
+    from (the cluster's cost tables, the length samples, greenroute's code): a warm month-long
+    run skips its ~0.1 s of tabulation; ``--no-cache`` recomputes it."""
+    import hashlib
+
+    from greenroute.data import cache
+    from greenroute.sim.fluid_iteration import IterationProfile
+
+    h = hashlib.sha256()
+    for arr in (built.type_ok, built.prefill_tok, built.prefill_s, built.decode_s, *prompt,
+                *output):  # fmt: skip
+        a = np.ascontiguousarray(arr)
+        h.update(str((a.dtype, a.shape)).encode())
+        h.update(a.tobytes())
+    key = cache.make_key("iteration-profile", 1, cache.code_fingerprint(), h.hexdigest())
+    stored = cache.load_arrays("profiles", key)
+    if stored is not None and set(stored) == set(PROFILE_FIELDS):
+        return IterationProfile.from_arrays(built, stored)
+    prof = IterationProfile(built, prompt, output)
+    cache.store_arrays("profiles", key, {k: getattr(prof, k) for k in PROFILE_FIELDS})
+    return prof
 
 
 def _iteration_stats(svc: ServiceModel, nominal_batch_frac: float) -> dict[str, np.ndarray]:
