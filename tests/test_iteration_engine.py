@@ -332,3 +332,20 @@ def test_chunked_prefill_is_a_scenario_option_of_the_iteration_model(tmp_path):
         sc.with_options(server_model="slots", chunked_prefill=True)
     with pytest.raises(ConfigError, match="request fidelity"):
         sc.with_options(fidelity="fluid", chunked_prefill=True)
+
+
+def test_per_server_figures_add_up_to_the_run_totals():
+    """``extras["servers"]``: one row per server; iterations and preemptions sum to the run's
+    totals, and the iteration-weighted means give the run's batch size and budget use."""
+    res = greenroute.run("demo", "round-robin", seed=4, days=0.1)
+    srv = res.extras["servers"]
+    m = res.metrics
+    assert len(srv) == 6 and sorted(srv.region.unique()) == sorted(res.epochs.region.unique())
+    assert srv.iterations.sum() == m["iterations"]
+    assert srv.preemptions.sum() == m["preemptions"]
+    w = srv.iterations / srv.iterations.sum()
+    assert (w * srv.batch_size_mean).sum() == pytest.approx(m["batch_size_mean"], rel=1e-12)
+    assert (w * srv.token_budget_utilisation).sum() == pytest.approx(
+        m["token_budget_utilisation"], rel=1e-12
+    )
+    assert (srv.iterations > 0).all()

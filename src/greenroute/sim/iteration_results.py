@@ -144,4 +144,32 @@ def finalize_iteration(sim, be) -> RunResult:
         req_frame["output_tokens_done"] = be.out_tok
         req_frame["drop_reason"] = np.array(K.DROP_REASONS, dtype=object)[be.drop]
         req_frame["held"] = be.held_flag
-    return _result(sim, metrics, frame, req_frame)
+    res = _result(sim, metrics, frame, req_frame)
+    res.extras["servers"] = server_frame(sim, be)
+    return res
+
+
+def server_frame(sim, be):
+    """Per-server figures of the run: iterations, busy seconds, mean batch size, token-budget
+    utilisation (tokens processed / (iterations x budget)), iteration energy (J, busy time
+    only), preemptions; in ``RunResult.extras["servers"]``."""
+    import pandas as pd
+
+    b = sim.prep.built
+    acc = be.st.acc
+    it = acc[:, IK.A_ITER]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        batch = np.where(it > 0, acc[:, IK.A_BATCH_SUM] / it, np.nan)
+        budget = it * be.cfg.max_batched_tokens
+        util = np.where(budget > 0, acc[:, IK.A_TOKENS] / budget, 0.0)
+    return pd.DataFrame(
+        {
+            "region": np.asarray(sim.sc.regions, dtype=object)[b.server_region],
+            "iterations": it,
+            "busy_s": acc[:, IK.A_BUSY_S],
+            "batch_size_mean": batch,
+            "token_budget_utilisation": util,
+            "iteration_energy_j": acc[:, IK.A_ENERGY_J],
+            "preemptions": acc[:, IK.A_PREEMPT],
+        }
+    )
