@@ -29,7 +29,6 @@ from __future__ import annotations
 import numpy as np
 
 from greenroute.data.requests import CLASS_DEFERRABLE, CLASS_INTERACTIVE
-from greenroute.sim import kernel as K
 from greenroute.sim.iteration import kernel as IK
 from greenroute.sim.results import (
     RunResult,
@@ -39,6 +38,7 @@ from greenroute.sim.results import (
     _result,
     _safe,
     _totals,
+    request_frame,
     request_metrics,
 )
 
@@ -130,20 +130,11 @@ def finalize_iteration(sim, be) -> RunResult:
         ).ravel()
     req_frame = None
     if sim.config.record_requests:
-        req_frame = reqs.to_frame()
-        req_frame["region"] = be.region
-        req_frame["server"] = be.server
-        req_frame["dispatch_s"] = be.dispatch
-        req_frame["first_token_s"] = be.t_first
-        req_frame["finish_s"] = be.finish
-        req_frame["ttft_s"] = ttft
-        req_frame["e2e_s"] = e2e
-        req_frame["preemptions"] = be.n_preempt
-        req_frame["prefill_tokens"] = be.prefill_tok
-        req_frame["recomputed_tokens"] = be.recomp_tok
-        req_frame["output_tokens_done"] = be.out_tok
-        req_frame["drop_reason"] = np.array(K.DROP_REASONS, dtype=object)[be.drop]
-        req_frame["held"] = be.held_flag
+        req_frame = request_frame(
+            reqs, be, first_token_s=be.t_first, finish_s=be.finish, ttft_s=ttft, e2e_s=e2e,
+            preemptions=be.n_preempt, prefill_tokens=be.prefill_tok,
+            recomputed_tokens=be.recomp_tok, output_tokens_done=be.out_tok,
+        )  # fmt: skip
     res = _result(sim, metrics, frame, req_frame)
     res.extras["servers"] = server_frame(sim, be)
     return res

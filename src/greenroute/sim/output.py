@@ -118,6 +118,13 @@ def check_out_dir(out: str | Path, *, force: bool = False) -> None:
                 f"--out {out} is not a greenroute result directory (no "
                 f"{' or '.join(RESULT_MARKERS)}); --force replaces only result directories"
             )
+    _probe_creatable(out)
+
+
+def _probe_creatable(out: Path) -> None:
+    """``out`` can be created: its nearest existing ancestor is a directory in which a
+    directory can be made (probed by creating and removing one; as root, permission bits
+    alone say nothing)."""
     anchor = _nearest_existing(out.absolute().parent)
     if not anchor.is_dir():
         raise ConfigError(f"cannot create --out {out}: {anchor} is a file, not a directory")
@@ -136,16 +143,7 @@ def check_out_file(out: str | Path) -> None:
     out = Path(out)
     if out.is_dir():
         raise ConfigError(f"--out {out} is an existing directory, not a file")
-    anchor = _nearest_existing(out.absolute().parent)
-    if not anchor.is_dir():
-        raise ConfigError(f"cannot create --out {out}: {anchor} is a file, not a directory")
-    try:
-        probe = _mkdir_umask(anchor, f".{out.name or 'out'}.probe-")
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot create --out {out}: {anchor} is not writable ({exc.strerror})"
-        ) from None
-    probe.rmdir()
+    _probe_creatable(out)
 
 
 class atomic_dir:  # noqa: N801 (context manager used like a function)

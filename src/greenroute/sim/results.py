@@ -192,16 +192,23 @@ def finalize_request(sim, be) -> RunResult:
     frame = _epoch_frame(sim, led, dispatched, busy)
     req_frame = None
     if sim.config.record_requests:
-        req_frame = reqs.to_frame()
-        req_frame["region"] = be.region
-        req_frame["server"] = be.server
-        req_frame["dispatch_s"] = be.dispatch
-        req_frame["start_s"] = be.start
-        req_frame["finish_s"] = be.finish
-        req_frame["ttft_s"] = ttft
-        req_frame["drop_reason"] = np.array(K.DROP_REASONS, dtype=object)[be.drop]
-        req_frame["held"] = be.held_flag
+        req_frame = request_frame(reqs, be, start_s=be.start, finish_s=be.finish, ttft_s=ttft)
     return _result(sim, metrics, frame, req_frame)
+
+
+def request_frame(reqs, be, **columns: np.ndarray) -> pd.DataFrame:
+    """The per-request frame of a request-level run (``record_requests``): the workload,
+    where each request went, the given outcome columns, its drop reason and whether it was
+    held."""
+    out = reqs.to_frame()
+    out["region"] = be.region
+    out["server"] = be.server
+    out["dispatch_s"] = be.dispatch
+    for name, values in columns.items():
+        out[name] = values
+    out["drop_reason"] = np.array(K.DROP_REASONS, dtype=object)[be.drop]
+    out["held"] = be.held_flag
+    return out
 
 
 def finalize_fluid(sim, fl) -> RunResult:
