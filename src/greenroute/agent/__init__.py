@@ -1,0 +1,1 @@
+"""The LLM agent and copilot: language API, datasets, distillation, backends, rules."""
