@@ -1,0 +1,79 @@
+"""``serve`` (the live gateway) and ``hash-key`` (a client API key's at-rest form)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from greenroute.cli.app import app, err_console
+from greenroute.cli.errors import user_errors
+from greenroute.core.errors import ConfigError
+
+SERVE_EXTRA = ("fastapi", "uvicorn", "httpx", "prometheus_client", "yaml")
+
+
+def _need_serve_extra() -> None:
+    import importlib.util
+
+    missing = [m for m in SERVE_EXTRA if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ConfigError(
+            f"greenroute serve needs the [serve] extra (missing: {', '.join(missing)}); "
+            "pip install 'greenroute[serve]'"
+        )
+
+
+@app.command()
+@user_errors
+def serve(
+    config: Annotated[Path, typer.Option("--config", "-c", help="gateway YAML file")],
+    host: Annotated[str | None, typer.Option(help="bind address (default: the config's)")] = None,
+    port: Annotated[int | None, typer.Option(help="TCP port (default: the config's)")] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="real data directory for replay signal providers (default: config's)"),
+    ] = None,
+    ssl_keyfile: Annotated[Path | None, typer.Option(help="TLS private key (PEM)")] = None,
+    ssl_certfile: Annotated[Path | None, typer.Option(help="TLS certificate (PEM)")] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="validate the config and exit (no server)")
+    ] = False,
+) -> None:
+    """Run the OpenAI-compatible gateway that routes live traffic with a geo policy."""
+    _need_serve_extra()
+    from greenroute.serve.config import load_config
+
+    cfg = load_config(config, data_dir=data_dir)
+    if check:
+        err_console.print(f"{config}: ok ({len(cfg.regions)} regions, {len(cfg.origins)} origins)")
+        return
+    import uvicorn
+
+    from greenroute.serve.app import create_app
+
+    uvicorn.run(
+        create_app(cfg),
+        host=host or cfg.host,
+        port=cfg.port if port is None else port,
+        ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None,
+        ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
+        log_level="warning",
+        access_log=False,
+    )
+
+
+@app.command("hash-key")
+@user_errors
+def hash_key(
+    key: Annotated[str | None, typer.Argument(help="the client key (default: read stdin)")] = None,
+) -> None:
+    """Print a client API key's salted sha256 form for the gateway config's auth.keys."""
+    from greenroute.serve.security import hash_api_key
+
+    raw = key if key is not None else sys.stdin.readline().strip()
+    if not raw:
+        raise ConfigError("empty API key")
+    sys.stdout.write(hash_api_key(raw) + "\n")
