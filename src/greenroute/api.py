@@ -27,6 +27,7 @@ __all__ = [
     "oracle_computable",
     "prepare_checked",
     "reference_scales",
+    "report",
     "resolve_scenario",
     "run",
     "run_manifest",
@@ -309,3 +310,24 @@ def metrics_equal(a: dict, b: dict, rel: float = 1e-9) -> bool:
         elif x != y:
             return False
     return True
+
+
+def report(
+    source: str | Path | RunResult | Sequence[RunResult],
+    out: str | Path = "report.html",
+    *,
+    fmt: str = "html",
+    force: bool = False,
+) -> dict:
+    """Write the report of a run/compare/sweep output directory (or of results in memory: a
+    :class:`RunResult` or a list of them) to ``out``: one self-contained HTML file, or with
+    ``fmt="png"``/``"svg"`` a directory of image files (:mod:`greenroute.bench.report`).
+    Returns what was written (``out``, ``figures``, ``runs``, ``notes``)."""
+    from greenroute.bench.report import make_report
+    from greenroute.bench.report_data import from_results
+
+    if isinstance(source, RunResult):
+        source = [source]
+    if isinstance(source, list | tuple):
+        source = from_results(source)
+    return make_report(source, out, fmt=fmt, force=force)

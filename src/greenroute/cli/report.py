@@ -1,0 +1,58 @@
+"""``report``: an HTML report (or PNG/SVG figures) of a run, compare or sweep result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from greenroute.cli.app import app, out_console
+from greenroute.cli.errors import print_note, user_errors
+
+
+@app.command()
+@user_errors
+def report(
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="a directory written by `greenroute run/compare/sweep --out` (or a folder of "
+            "them, e.g. one compare per seed)",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="the HTML file to write (default report.html); for --format png/svg a "
+            "directory of image files (default report-figures)"
+        ),
+    ] = None,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="html: one self-contained file (plotly, opens offline); png or svg: each "
+            "figure as an image file",
+        ),
+    ] = "html",
+    force: Annotated[
+        bool, typer.Option("--force", help="replace an existing report at --out")
+    ] = False,
+) -> None:
+    """Write the report of a result: signal and routing-share time series, metric bars with
+    95 % confidence intervals over seeds, the Pareto front with its hypervolume, the oracle
+    gap, and the scenario, data sources and manifests."""
+    from greenroute import api
+
+    if out is None:
+        out = Path("report.html" if fmt == "html" else "report-figures")
+    info = api.report(source, out, fmt=fmt, force=force)
+    for note in info["notes"]:
+        print_note(note)
+    how = f" ({info['engine']})" if info.get("engine") else ""
+    out_console.print(
+        f"wrote {info['out']}{how}: {len(info['figures'])} figures "
+        f"({', '.join(info['figures'])}) from {info['runs']} runs"
+    )
