@@ -14,7 +14,7 @@ from greenroute.data.paths import resolve_data_dir
 from greenroute.scenarios import resolve_scenario
 from greenroute.sim.engine import SimConfig, Simulation
 from greenroute.sim.prepare import Prepared, prepare
-from greenroute.sim.results import RunResult
+from greenroute.sim.results import CompareResult, RunResult
 from greenroute.sim.scenario import Scenario
 
 AUTO_FIDELITY = "auto"  # the scenario's fidelity, or fluid when request-level would not fit
@@ -101,3 +101,25 @@ def run_prepared(
     geo = make_policy(policy, policy_options)
     local = local_policy_factory(local_policy)
     return Simulation(prepared, geo, local, config, progress=progress).run()
+
+
+# Notebook views of results, defined here (bench) because drawing needs plotly, which the
+# simulator (sim, where the result classes live) does not import: a result renders as an HTML
+# table in Jupyter and ``.plot(kind)`` returns a plotly figure (greenroute.bench.report).
+def _results_html(self) -> str:
+    from greenroute.bench.report import results_html
+
+    return results_html([self] if isinstance(self, RunResult) else self)
+
+
+def _results_plot(self, kind: str = "auto"):
+    """A plotly figure: ``series`` (signals), ``shares``, ``metrics``, ``pareto``, ``oracle``
+    (``auto``: routing shares of one run, metric bars of a comparison)."""
+    from greenroute.bench.report import results_figure
+
+    return results_figure([self] if isinstance(self, RunResult) else self, kind)
+
+
+for _cls in (RunResult, CompareResult):
+    _cls._repr_html_ = _results_html
+    _cls.plot = _results_plot

@@ -56,3 +56,13 @@ def report(
         f"wrote {info['out']}{how}: {len(info['figures'])} figures "
         f"({', '.join(info['figures'])}) from {info['runs']} runs"
     )
+
+
+def report_hint(out: Path | None) -> None:
+    """After ``run``/``compare``: the command that makes the report of what was written (or
+    how to write something a report can be made from)."""
+    if out is None:
+        print_note("add --out DIR to keep the result; then `greenroute report DIR`", label="report")
+        return
+    html_out = out.parent / f"{out.name}-report.html"
+    print_note(f"greenroute report {out} --out {html_out}", label="report")

@@ -46,6 +46,7 @@ from greenroute.cli.options import (
     split_names,
 )
 from greenroute.cli.progress import EpochBar, TwoLevelBar
+from greenroute.cli.report import report_hint
 from greenroute.cli.tables import print_table, short
 
 BASELINES = (
@@ -171,6 +172,7 @@ def run(
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
         print_table([res], f"{res.scenario} ({res.fidelity}, {res.metrics['days']:g} days)")
+    report_hint(out)
 
 
 def policy_specs(names: list[str], options: dict) -> list:
@@ -270,6 +272,7 @@ def compare(
             f"{r0.scenario} ({r0.fidelity}, {r0.metrics['days']:g} days, seed {r0.seed})",
             per_day=per_day,
         )
+    report_hint(out)
 
 
 def compare_with_progress(scenario, specs, names, **kwargs):
