@@ -345,3 +345,37 @@ def test_parse_never_raises_and_returns_a_candidate(case, text):
     res = parse(text, obs, role)
     assert res.action in candidate_actions(obs, role)
     assert res.valid == (res.status == "ok")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(decisions(), st.integers(0, 9))
+def test_any_teacher_choice_records_as_a_parseable_candidate(case, raw):
+    """A fixed-size expert's Manager can name any region index, allowed or not; the recorded
+    action (effective_action) is a candidate and survives render -> parse."""
+    obs, role = case
+    raw = raw % obs.n_regions if role.kind == "manager" else raw % 2
+    a = effective_action(raw, obs, role)
+    assert a in candidate_actions(obs, role)
+    if raw in candidate_actions(obs, role):
+        assert a == raw
+    assert parse(render(a, obs, role), obs, role).action == a
+
+
+def test_origins_that_are_not_regions():
+    """Two user populations over three regions: the prompt names them as origins, the Manager
+    fallback is the allowed region nearest the origin, the Worker is the same-index region's."""
+    base = hand_obs()
+    origins = ("eu-users", "us-users")
+    obs = replace(
+        base, origins=origins, demand_rps=base.demand_rps[:, :, :2],
+        pending_deferrable=np.array([0.0, 7.0]), pending_deadline_s=np.array([math.inf] * 2),
+        latency_s=np.array([[0.01, 0.12, 0.15], [0.09, 0.1, 0.02]]),
+        allowed=np.ones((2, 2, 3), bool),
+    )  # fmt: skip
+    text = textualize(obs, Role.manager(1, decided=(0,)))
+    assert "- Workload at origin us-users: interactive 20.00 req/s" in text
+    assert "Decided this epoch: origin eu-users -> DC-1\n" in text
+    assert "Cluster Status (latency one-way from origin us-users):" in text
+    assert "Latency 20.0 ms, allowed\n" in text
+    assert parse("nothing", obs, Role.manager(1)).action == 2  # US-CAL-CISO, 20 ms
+    assert "-- DC-2 (CL-SIC) Status --\nPending Task: held 7 req" in textualize(obs, Role.worker(1))
