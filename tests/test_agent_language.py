@@ -379,3 +379,12 @@ def test_origins_that_are_not_regions():
     assert "Latency 20.0 ms, allowed\n" in text
     assert parse("nothing", obs, Role.manager(1)).action == 2  # US-CAL-CISO, 20 ms
     assert "-- DC-2 (CL-SIC) Status --\nPending Task: held 7 req" in textualize(obs, Role.worker(1))
+
+
+def test_render_epoch_decision_text():
+    from greenroute.agent.language import render_epoch
+
+    assert render_epoch([2, 1, 2], [1, 0, 1], hand_obs()) == (
+        "DC-1 (DE-LU) routes to DC-3 (US-CAL-CISO), DC-2 (CL-SIC) routes to DC-2 (CL-SIC), "
+        "DC-3 (US-CAL-CISO) routes to DC-3 (US-CAL-CISO); deferred at DC-2 (CL-SIC)"
+    )

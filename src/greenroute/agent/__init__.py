@@ -18,6 +18,7 @@ _LANGUAGE = (
     "fallback_action",
     "parse",
     "render",
+    "render_epoch",
     "textualize",
 )
 

@@ -231,6 +231,18 @@ def render(action: Action, obs: Observation, role: Role) -> str:
     return T.dc_label(obs.regions, a)
 
 
+def render_epoch(dest: Sequence[int], execute: Sequence[int], obs: Observation) -> str:
+    """One epoch's decisions in the paper's "DECISION MADE" form (Appendix B.1, explanation
+    prompt: "DC1 routes to DC3, DC2 routes to DC3"), for the copilot: ``dest[o]`` is origin
+    ``o``'s Manager action, ``execute[o]`` its Worker action (1 execute, 0 defer)."""
+    routes = ", ".join(
+        f"{T.origin_label(obs, o)} routes to {T.dc_label(obs.regions, int(d))}"
+        for o, d in enumerate(dest)
+    )
+    held = [T.origin_label(obs, o) for o, a in enumerate(execute) if int(a) == DEFER]
+    return f"{routes}; deferred at {', '.join(held) if held else 'none'}"
+
+
 # the answer is the response's first sentence: cut at a line break, a sentence end or a reason
 _CUT = re.compile(r"\n|[.;!?](?:\s|$)|\b(?:because|since|as|due to|given)\b", re.I)
 _BARE_INT = re.compile(r"^\W*?(\d+)\W*$")
