@@ -1,0 +1,574 @@
+"""Clause grammar of the rules parser: split a token list into clauses and read each one.
+
+A command is split at sentence punctuation and at "but", "however", "also", "while", ...;
+inside a sentence, at commas, "and" and "or" only where the next piece holds a verb of its own
+("avoid California and Chile" is one clause, "avoid California and minimise cost" two). Each
+clause is then exactly one of: goal, power cap, latency bound, residency, exclusion/allow-list.
+Every word of a clause must play a part in that reading; a word that does not raises an error
+naming it, so no clause is ever dropped.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from greenroute.agent import rules_lexicon as lx
+from greenroute.agent.rules_errors import (
+    AmbiguousCommandError,
+    UnknownRegionError,
+    UnrecognizedCommandError,
+    UnsupportedRuleError,
+)
+from greenroute.agent.rules_text import Token
+from greenroute.agent.rules_time import ClauseTime
+
+TIME_KINDS = frozenset(("window", "daterange", "date", "relday", "daily", "business", "forspan"))
+SENTENCE_PUNCT = frozenset(";.!?")
+CAP_VERBS = frozenset(("cap", "capped", "limit", "limited", "keep", "hold"))
+TRIGGERS = (
+    lx.GOAL_VERBS | lx.MAXIMISE_VERBS | lx.NEGATION_WORDS | lx.EXCLUDE_VERBS | lx.DOWN_WORDS
+    | lx.ONLY_WORDS | lx.STAY_VERBS | lx.LEAVE_VERBS | CAP_VERBS | lx.SEND_VERBS
+    | frozenset(lx.SUPERLATIVE_METRICS) | lx.BALANCED_WORDS
+)  # fmt: skip
+# words that start a new clause even without a comma ("minimise cost without using Chile")
+SPLIT_BEFORE = frozenset(("without",))
+PREP_BEFORE_PLACE = lx.words(
+    "to in into from of at avoid exclude except outside within inside and or"
+)
+
+
+@functools.lru_cache(maxsize=1)
+def class_words() -> frozenset[str]:
+    """Words with a role in some clause (word classes and fillers; not bare alias parts)."""
+    words: set[str] = set()
+    for name in dir(lx):
+        val = getattr(lx, name)
+        if isinstance(val, frozenset):
+            words |= val
+    words |= set(lx.METRIC_WORDS) | set(lx.SUPERLATIVE_METRICS) | set(lx.ALL_REGIONS_WORDS)
+    return frozenset(words | CAP_VERBS)
+
+
+@dataclass
+class Clause:
+    tokens: list[Token]
+    reason: str = ""
+
+    @property
+    def text(self) -> str:
+        return " ".join(t.orig if t.kind in ("word", "place") else t.text for t in self.tokens)
+
+    def words(self) -> list[str]:
+        return [t.low for t in self.tokens if t.kind == "word"]
+
+    def has(self, vocab: frozenset[str] | set[str]) -> bool:
+        return any(t.kind == "word" and t.low in vocab for t in self.tokens)
+
+    def kinds(self, *kinds: str) -> list[Token]:
+        return [t for t in self.tokens if t.kind in kinds]
+
+
+# ----------------------------------------------------------------------------- splitting
+
+
+def collapse_reasons(tokens: list[Token]) -> list[Token]:
+    """``due to a grid alert`` -> one ``reason`` token holding ``a grid alert`` (free text)."""
+    out: list[Token] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        nxt = tokens[i + 1].low if i + 1 < len(tokens) else ""
+        if tok.kind == "word" and (
+            (tok.low in ("due", "owing") and nxt == "to") or tok.low == "because"
+        ):
+            j = i + (2 if tok.low != "because" else 1)
+            if tok.low == "because" and nxt == "of":
+                j += 1
+            k = j
+            while k < len(tokens) and not _ends_reason(tokens, k):
+                k += 1
+            text = " ".join(t.text for t in tokens[j:k])
+            out.append(Token("reason", " ".join(t.text for t in tokens[i:k]), value=text))
+            i = k
+            continue
+        out.append(tok)
+        i += 1
+    return out
+
+
+def _ends_reason(tokens: list[Token], k: int) -> bool:
+    tok = tokens[k]
+    if tok.kind == "punct" and tok.text in ",;.!?":
+        return True
+    if tok.kind == "word" and tok.low in lx.STRONG_SEPARATORS:
+        return True
+    if tok.kind == "word" and tok.low in ("and", "or") and k + 1 < len(tokens):
+        return tokens[k + 1].low in TRIGGERS
+    return False
+
+
+def split_clauses(tokens: list[Token]) -> list[Clause]:
+    """Sentences, then pieces joined by commas/and/or that carry a verb of their own."""
+    clauses: list[Clause] = []
+    for sentence in _sentences(tokens):
+        pieces: list[list[Token]] = [[]]
+        for i, tok in enumerate(sentence):
+            sep = (tok.kind == "punct" and tok.text == ",") or (
+                tok.kind == "word" and tok.low in ("and", "or")
+            )
+            if sep or (tok.kind == "word" and tok.low in SPLIT_BEFORE and i > 0):
+                pieces.append([] if sep else [tok])
+                if sep:
+                    pieces[-1].append(tok)
+                continue
+            pieces[-1].append(tok)
+        pending: list[Token] = []
+        own: list[list[Token]] = []
+        for piece in pieces:
+            if _has_trigger(piece):
+                own.append(pending + piece)
+                pending = []
+            elif own:
+                own[-1].extend(piece)
+            else:
+                pending.extend(piece)
+        if pending:
+            own.append(pending)
+        for toks in own:
+            toks = _strip_joiners(toks)
+            if toks:
+                reason = " ".join(t.value for t in toks if t.kind == "reason")
+                clauses.append(Clause([t for t in toks if t.kind != "reason"], reason))
+    return clauses
+
+
+def _sentences(tokens: list[Token]) -> list[list[Token]]:
+    out: list[list[Token]] = [[]]
+    prev = ""
+    for tok in tokens:
+        strong = tok.kind == "word" and tok.low in lx.STRONG_SEPARATORS
+        if tok.low == "but" and prev in ("anything", "everything", "nothing", "all", "any"):
+            strong = False  # "anything but Chile"
+        if (tok.kind == "punct" and tok.text in SENTENCE_PUNCT) or strong:
+            out.append([])
+        else:
+            out[-1].append(tok)
+        prev = tok.low if tok.kind == "word" else ""
+    return [s for s in out if s]
+
+
+def _has_trigger(piece: Sequence[Token]) -> bool:
+    return any(
+        (t.kind == "word" and t.low in TRIGGERS) or t.kind in ("power", "duration") for t in piece
+    )
+
+
+def _strip_joiners(toks: list[Token]) -> list[Token]:
+    skip = ("and", "or", "also", "then", "plus")
+    while toks and ((toks[0].kind == "word" and toks[0].low in skip) or toks[0].text == ","):
+        toks = toks[1:]
+    while toks and ((toks[-1].kind == "word" and toks[-1].low in skip) or toks[-1].text == ","):
+        toks = toks[:-1]
+    return toks
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+@dataclass
+class ClauseResult:
+    """What one clause asks for (the parser merges the results of all clauses)."""
+
+    kind: str  # goal | cap | latency | residency | exclude | allow
+    metrics: list[str] = field(default_factory=list)
+    weights: dict[str, float] | None = None
+    balanced: bool = False
+    regions: tuple[str, ...] = ()  # excluded / allowed / capped regions
+    origins: tuple[str, ...] = ()  # residency origins
+    caps_kw: dict[str, float] = field(default_factory=dict)
+    latency_s: float | None = None
+    time: ClauseTime = field(default_factory=ClauseTime)
+    reason: str = ""
+    text: str = ""
+
+
+class Reader:
+    """Reads clauses against one scenario's regions and origins."""
+
+    def __init__(self, regions: Sequence[str], origins: Sequence[str]) -> None:
+        self.regions = tuple(regions)
+        self.origins = tuple(origins)
+        self.places = _places_for(self.regions + self.origins)
+
+    # ---- places
+    def resolve(self, tok: Token, pool: Sequence[str], what: str = "region") -> tuple[str, ...]:
+        """A place token -> the scenario ids it covers (error naming it when none)."""
+        keys = tuple(k for k in tok.place.keys if k in pool)
+        if keys:
+            return keys
+        in_scn = sorted(pool)
+        if tok.place.is_group:
+            why = f"no {what} of this scenario is in {tok.orig}"
+        else:
+            why = f"{tok.orig} is {', '.join(tok.place.keys)}, not a {what} of this scenario"
+        raise UnknownRegionError(tok.orig, in_scn, (), why)
+
+    def unknown_word(self, tok: Token, clause: Clause, prev: Token | None) -> Exception:
+        aliases = {a: p for a, p in self.places.items() if any(k in self.regions for k in p.keys)}
+        close = difflib.get_close_matches(tok.low, list(aliases), n=3, cutoff=0.6)
+        place_like = (
+            bool(close)
+            or (tok.text[:1].isupper() and prev is not None)
+            or (prev is not None and prev.kind == "word" and prev.low in PREP_BEFORE_PLACE)
+        )
+        if place_like:
+            sugg = []
+            for a in close:
+                for k in aliases[a].keys:
+                    label = lx.display_name(k)
+                    if k in self.regions and label not in sugg:
+                        sugg.append(label)
+            return UnknownRegionError(tok.orig, self.regions, sugg)
+        return UnrecognizedCommandError(
+            f"did not understand {tok.orig!r} in {clause.text!r}; I understand goals (minimise "
+            "cost, carbon, water, latency) and rules (exclude a region, residency, power cap in "
+            "MW/kW, latency bound in ms)"
+        )
+
+    def check_words(self, clause: Clause) -> None:
+        known = class_words()
+        prev = None
+        for tok in clause.tokens:
+            if tok.kind == "word" and tok.low not in known:
+                raise self.unknown_word(tok, clause, prev)
+            prev = tok
+
+    # ---- dispatch
+    def read(self, clause: Clause) -> ClauseResult:
+        self.check_words(clause)
+        if clause.kinds("power"):
+            return self._cap(clause)
+        if clause.kinds("duration"):
+            return self._latency(clause)
+        places = clause.kinds("place")
+        if places and self._is_residency(clause):
+            return self._residency(clause)
+        negated = clause.has(lx.NEGATION_WORDS | lx.EXCLUDE_VERBS | lx.DOWN_WORDS)
+        if places or (negated and not self._metrics(clause)):
+            return self._exclusion(clause)
+        if self._metrics(clause) or clause.has(lx.BALANCED_WORDS):
+            return self._goal(clause)
+        raise UnrecognizedCommandError(
+            f"did not understand {clause.text!r}: it sets no goal (minimise cost, carbon, water, "
+            "latency) and no rule (exclude a region, residency, power cap, latency bound)"
+        )
+
+    def _time(self, clause: Clause) -> ClauseTime:
+        ct = ClauseTime(text=clause.text)
+        for tok in clause.kinds(*TIME_KINDS):
+            attr = {"forspan": "forspan_s"}.get(tok.kind, tok.kind)
+            cur = getattr(ct, attr)
+            if cur not in (None, False):
+                raise AmbiguousCommandError(
+                    f"{clause.text!r} gives two {tok.kind}s; give one time window per clause"
+                )
+            val = True if tok.kind in ("daily", "business") else tok.value
+            if tok.kind == "relday":
+                val = tok.low
+            setattr(ct, attr, val)
+        return ct
+
+    def _forbid(self, clause: Clause, kinds: Sequence[str], rule: str) -> None:
+        for tok in clause.kinds(*kinds):
+            if tok.kind in TIME_KINDS:
+                raise UnsupportedRuleError(
+                    f"a {rule} cannot have a time window ({tok.text!r} in {clause.text!r}); "
+                    "only exclusions can"
+                )
+            raise UnrecognizedCommandError(
+                f"{tok.text!r} has no place in the {rule} {clause.text!r}; put goals and rules "
+                "in separate clauses (joined by 'and' or a comma)"
+            )
+
+    def _no_metrics(self, clause: Clause, rule: str, allow: frozenset[str] = frozenset()) -> None:
+        for tok in clause.tokens:
+            if tok.kind == "word" and (
+                (tok.low in lx.METRIC_WORDS and lx.METRIC_WORDS[tok.low] not in allow)
+                or tok.low in lx.SUPERLATIVE_METRICS
+                or tok.low in lx.GOAL_VERBS - lx.CAP_WORDS - lx.ONLY_WORDS
+            ):
+                raise UnrecognizedCommandError(
+                    f"{tok.orig!r} has no place in the {rule} {clause.text!r}; put goals and "
+                    "rules in separate clauses (joined by 'and' or a comma)"
+                )
+
+    # ---- power caps
+    def _cap(self, clause: Clause) -> ClauseResult:
+        self._forbid(clause, (*TIME_KINDS, "duration", "pct", "num"), "power cap")
+        self._no_metrics(clause, "power cap")
+        powers = clause.kinds("power")
+        places = clause.kinds("place")
+        regions: list[tuple[str, ...]] = [self.resolve(p, self.regions) for p in places]
+        if not regions:
+            if not clause.has(frozenset(lx.ALL_REGIONS_WORDS)):
+                raise AmbiguousCommandError(
+                    f"which region should {clause.text!r} cap? regions: {', '.join(self.regions)}"
+                    " (or say 'every region')"
+                )
+            regions = [self.regions]
+        caps: dict[str, float] = {}
+        if len(powers) == 1:
+            for group in regions:
+                caps.update(dict.fromkeys(group, powers[0].value))
+        elif len(powers) == len(regions):
+            for group, p in zip(regions, powers, strict=True):
+                caps.update(dict.fromkeys(group, p.value))
+        else:
+            raise AmbiguousCommandError(
+                f"{clause.text!r} names {len(regions)} places and {len(powers)} power values; "
+                "which cap goes with which region?"
+            )
+        return ClauseResult("cap", caps_kw=caps, text=clause.text)
+
+    # ---- latency bound
+    def _latency(self, clause: Clause) -> ClauseResult:
+        self._forbid(clause, (*TIME_KINDS, "power", "pct", "num"), "latency bound")
+        if clause.has(frozenset(("ttft",))):
+            raise UnsupportedRuleError(
+                f"{clause.text!r}: a TTFT bound is an SLO, not a routing rule; hard latency "
+                "bounds apply to the one-way network latency (e.g. 'latency under 50 ms')"
+            )
+        if clause.kinds("place"):
+            raise UnsupportedRuleError(
+                f"{clause.text!r}: a latency bound applies to every origin-region pair; name "
+                "no region (e.g. 'keep latency under 50 ms')"
+            )
+        self._no_metrics(clause, "latency bound", frozenset(("latency",)))
+        if not clause.has(lx.LATENCY_BOUND_WORDS | {"latency", "latencies", "delay"}):
+            raise UnrecognizedCommandError(
+                f"what should {clause.kinds('duration')[0].text!r} bound in {clause.text!r}? "
+                "say 'network latency under 50 ms'"
+            )
+        durations = clause.kinds("duration")
+        if len(durations) > 1:
+            raise AmbiguousCommandError(f"{clause.text!r} gives two latency values; which one?")
+        value = durations[0].value
+        if clause.has(lx.ROUND_TRIP_WORDS):
+            value = value / 2.0  # the bound is one-way; a round trip is there and back
+        return ClauseResult("latency", latency_s=value, text=clause.text)
+
+    # ---- residency
+    def _origin_cued(self, clause: Clause, i: int) -> bool:
+        toks = clause.tokens
+        j = i - 1
+        passthrough = {"our", "the", "a", "at", "in", "node", "region", "datacenter", "site"}
+        while j >= 0 and toks[j].kind == "word" and j >= i - 4:
+            w = toks[j].low
+            if w in ("from", "originating", "originate", "originated", "origin"):
+                return True
+            if w not in passthrough:
+                break
+            j -= 1
+        k = i + 1
+        while k < len(toks) and toks[k].kind == "word" and toks[k].low in ("node", "region"):
+            k += 1
+        return k < len(toks) and toks[k].kind == "word" and toks[k].low in lx.WORK_NOUNS
+
+    def _is_residency(self, clause: Clause) -> bool:
+        idx = [i for i, t in enumerate(clause.tokens) if t.kind == "place"]
+        if any(self._origin_cued(clause, i) for i in idx):
+            return True
+        stay = clause.has(lx.STAY_VERBS | lx.LEAVE_VERBS) and not clause.has(lx.AWAY_WORDS)
+        return stay and len(idx) >= 2
+
+    def _residency(self, clause: Clause) -> ClauseResult:
+        self._forbid(clause, (*TIME_KINDS, "power", "duration", "pct", "num"), "residency rule")
+        self._no_metrics(clause, "residency rule")
+        toks = clause.tokens
+        idx = [i for i, t in enumerate(toks) if t.kind == "place"]
+        cued = [i for i in idx if self._origin_cued(clause, i)]
+        if cued:
+            o_idx, d_idx = cued, [i for i in idx if i not in cued]
+        else:  # "California must stay in North America": split at the last preposition
+            split = max(
+                i for i, t in enumerate(toks)
+                if t.kind == "word" and t.low in lx.DEST_PREPS | lx.STAY_VERBS
+                and any(j < i for j in idx) and any(j > i for j in idx)
+            )  # fmt: skip
+            o_idx, d_idx = [i for i in idx if i < split], [i for i in idx if i > split]
+        origins = tuple(k for i in o_idx for k in self.resolve(toks[i], self.origins, "origin"))
+        if not d_idx:
+            if clause.has(lx.STAY_VERBS) and not clause.has(lx.NEGATION_WORDS):
+                # "California traffic must stay local" is not expressible without a place
+                raise AmbiguousCommandError(
+                    f"where must work from {', '.join(origins)} stay? ({clause.text!r})"
+                )
+            dests: tuple[str, ...] = origins
+            if not clause.has(lx.NEGATION_WORDS | lx.EXCLUDE_VERBS):
+                raise AmbiguousCommandError(
+                    f"what should happen to work from {', '.join(origins)}? ({clause.text!r})"
+                )
+            raise AmbiguousCommandError(
+                f"which regions may work from {', '.join(dests)} not go to? ({clause.text!r})"
+            )
+        dests = tuple(k for i in d_idx for k in self.resolve(toks[i], self.regions))
+        neg = clause.has(lx.NEGATION_WORDS | lx.EXCLUDE_VERBS)
+        if clause.has(lx.LEAVE_VERBS):
+            if not neg and clause.has(frozenset(("leave", "leaves", "exit"))):
+                raise AmbiguousCommandError(
+                    f"must work from {', '.join(origins)} leave {', '.join(dests)}, or never "
+                    f"leave it? ({clause.text!r})"
+                )
+            inside = neg
+        elif clause.has(lx.AWAY_WORDS):
+            inside = False
+        elif clause.has(lx.STAY_VERBS | lx.ONLY_WORDS):
+            inside = not neg
+        elif neg:
+            inside = False
+        else:
+            raise AmbiguousCommandError(
+                f"should all work from {', '.join(origins)} go to {', '.join(dests)} (and "
+                f"nowhere else), or is that a preference? ({clause.text!r}) say 'only' or 'never'"
+            )
+        allowed = dests if inside else tuple(r for r in self.regions if r not in dests)
+        return ClauseResult(
+            "residency", regions=allowed, origins=origins, reason=clause.reason, text=clause.text
+        )
+
+    # ---- exclusions and allow-lists
+    def _exclusion(self, clause: Clause) -> ClauseResult:
+        self._forbid(clause, ("power", "duration", "pct", "num"), "exclusion")
+        self._no_metrics(clause, "exclusion")
+        for tok in clause.tokens:
+            if tok.kind == "word" and tok.low in lx.VAGUE_ADJECTIVES:
+                raise AmbiguousCommandError(
+                    f"which region do you mean by {tok.orig!r} in {clause.text!r}? name it: "
+                    + ", ".join(lx.display_name(r) for r in self.regions)
+                )
+        places = clause.kinds("place")
+        named = tuple(dict.fromkeys(k for p in places for k in self.resolve(p, self.regions)))
+        neg = clause.has(lx.NEGATION_WORDS | lx.EXCLUDE_VERBS | lx.DOWN_WORDS | lx.AWAY_WORDS)
+        only = clause.has(lx.ONLY_WORDS) or (
+            clause.has(frozenset(("nothing", "none"))) and clause.has(frozenset(("but",)))
+        )
+        except_ = clause.has(lx.EXCEPT_WORDS | {"other"})
+        if not named:
+            if neg and clause.has(frozenset(lx.ALL_REGIONS_WORDS) | {"everything"}):
+                named = self.regions  # "never route anywhere": left to the feasibility check
+            else:
+                raise AmbiguousCommandError(
+                    f"which region does {clause.text!r} mean? name it: "
+                    + ", ".join(lx.display_name(r) for r in self.regions)
+                )
+        if only or (neg and except_):
+            kind = "allow"
+        elif neg or except_:
+            kind = "exclude"
+        elif clause.has(lx.SEND_VERBS) and clause.has(
+            frozenset(("all", "everything", "every", "any"))
+        ):
+            kind = "allow"  # "send everything to Chile"
+        else:
+            raise AmbiguousCommandError(
+                f"should {', '.join(named)} be the only region(s) used, or never used? "
+                f"({clause.text!r}) say 'only' or 'never'"
+            )
+        return ClauseResult(
+            kind, regions=named, time=self._time(clause), reason=clause.reason, text=clause.text
+        )
+
+    # ---- goals
+    def _metrics(self, clause: Clause) -> list[str]:
+        return [
+            t.low for t in clause.tokens
+            if t.kind == "word"
+            and (t.low in lx.METRIC_WORDS or t.low in lx.SUPERLATIVE_METRICS
+                 or t.low in lx.ENERGY_WORDS)
+        ]  # fmt: skip
+
+    def _goal(self, clause: Clause) -> ClauseResult:
+        self._forbid(clause, (*TIME_KINDS, "place", "power", "duration"), "goal")
+        if clause.has(lx.NEGATION_WORDS | lx.EXCLUDE_VERBS):
+            raise UnsupportedRuleError(
+                f"{clause.text!r}: a goal cannot be negated; name what to minimise "
+                "(cost, carbon, water, latency)"
+            )
+        toks = [t for t in clause.tokens if t.kind in ("word", "pct", "num")]
+        maximise = clause.has(lx.MAXIMISE_VERBS)
+        hint = clause.has(
+            lx.GOAL_VERBS | lx.MAXIMISE_VERBS | lx.GOAL_HINTS | lx.BALANCED_WORDS
+            | frozenset(lx.SUPERLATIVE_METRICS) | lx.CAP_WORDS
+        ) or any(t.kind in ("pct", "num") for t in toks)  # fmt: skip
+        if not hint:
+            raise UnrecognizedCommandError(
+                f"what should happen to {clause.text!r}? say e.g. 'minimise {clause.text}'"
+            )
+        seq: list[tuple[int, str]] = []  # (token index, metric field)
+        dropped = False
+        for i, t in enumerate(toks):
+            if t.kind != "word":
+                continue
+            if t.low in lx.OVER_WORDS:
+                dropped = True  # "carbon over cost": what follows is not a goal
+                continue
+            nxt = toks[i + 1].low if i + 1 < len(toks) else ""
+            if t.low in lx.ENERGY_WORDS:
+                if nxt in lx.METRIC_WORDS:
+                    continue  # "energy cost", "power bill"
+                raise AmbiguousCommandError(
+                    f"minimise {t.orig!r}: its cost (cost) or its emissions (carbon)? "
+                    "say 'energy cost' or 'carbon'"
+                )
+            field_ = lx.METRIC_WORDS.get(t.low) or lx.SUPERLATIVE_METRICS.get(t.low)
+            if field_ is None:
+                continue
+            if maximise and t.low not in ("speed", "performance", "responsiveness", "savings"):
+                raise AmbiguousCommandError(
+                    f"maximise {t.orig!r}? goals minimise cost, carbon, water and latency "
+                    "(say 'maximise speed' or 'maximise savings')"
+                )
+            if t.low == "savings" and i > 0 and toks[i - 1].low in lx.METRIC_WORDS:
+                continue  # "carbon savings": the metric is the word before
+            if not dropped:
+                seq.append((i, field_))
+        numbers = [(i, t.value) for i, t in enumerate(toks) if t.kind in ("pct", "num")]
+        weights = self._pair(clause, toks, seq, numbers) if numbers else None
+        metrics = list(dict.fromkeys(f for _, f in seq))
+        balanced = clause.has(lx.BALANCED_WORDS) and not metrics
+        if not metrics and not balanced:
+            raise AmbiguousCommandError(
+                f"what should {clause.text!r} minimise: cost, carbon, water or latency?"
+            )
+        return ClauseResult(
+            "goal", metrics=metrics, weights=weights, balanced=balanced, text=clause.text
+        )
+
+    def _pair(self, clause, toks, seq, numbers) -> dict[str, float]:
+        if len(numbers) != len(seq):
+            raise AmbiguousCommandError(
+                f"{clause.text!r} gives {len(numbers)} numbers for {len(seq)} goals; write "
+                "e.g. '70 % carbon, 30 % cost'"
+            )
+        before = all(ni < mi for (ni, _), (mi, _) in zip(numbers, seq, strict=True))
+        after = all(ni > mi for (ni, _), (mi, _) in zip(numbers, seq, strict=True))
+        if not (before or after):
+            raise AmbiguousCommandError(f"which number goes with which goal in {clause.text!r}?")
+        out: dict[str, float] = {}
+        for (_, val), (_, f) in zip(numbers, seq, strict=True):
+            if f in out:
+                raise AmbiguousCommandError(f"{f} is weighted twice in {clause.text!r}")
+            out[f] = float(val)
+        return out
+
+
+@functools.lru_cache(maxsize=64)
+def _places_for(ids: tuple[str, ...]) -> dict[str, lx.Place]:
+    """Catalog aliases plus the scenario's own ids (regions a data directory adds)."""
+    places = dict(lx.catalog_places())
+    for key in ids:
+        places.setdefault(key.lower(), lx.Place(key.lower(), (key,), False))
+    return places
