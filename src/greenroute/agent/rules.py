@@ -19,10 +19,8 @@ simulator's validator (:class:`~greenroute.constraints.ConstraintSet`) then enfo
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from greenroute.agent import rules_lexicon as lx
 from greenroute.agent.rules_clauses import ClauseResult, Reader, collapse_reasons, split_clauses
@@ -35,6 +33,8 @@ from greenroute.agent.rules_errors import (
     UnsatisfiableCommandError,
     UnsupportedRuleError,
 )
+from greenroute.agent.rules_json import RULES_JSON_SCHEMA, ruleset_from_json, ruleset_to_json
+from greenroute.agent.rules_model import GOAL_FIELDS, RuleSet, validate_ruleset
 from greenroute.agent.rules_text import fix_typos, match_places, tokenize
 from greenroute.agent.rules_time import daily_pattern, fmt_offset, fmt_window, resolve
 from greenroute.constraints import ConstraintSet, Exclusion
@@ -43,6 +43,7 @@ from greenroute.core.objective import DEFAULT_SLO_PENALTY, PRESETS
 from greenroute.core.types import ObjectiveWeights
 
 __all__ = [
+    "RULES_JSON_SCHEMA",
     "AmbiguousCommandError",
     "ContradictoryCommandError",
     "RuleCommandError",
@@ -53,34 +54,10 @@ __all__ = [
     "UnsupportedRuleError",
     "describe",
     "parse_command",
+    "ruleset_from_json",
+    "ruleset_to_json",
     "validate_ruleset",
 ]
-GOAL_FIELDS = ("carbon", "water", "cost", "latency")
-
-
-@dataclass(frozen=True)
-class RuleSet:
-    """A goal (``None``: the command sets none, keep the current one) and hard rules.
-
-    Exclusions are kept sorted and residency/caps in key order, so two rule sets that mean
-    the same compare equal."""
-
-    weights: ObjectiveWeights | None = None
-    constraints: ConstraintSet = field(default_factory=ConstraintSet)
-
-    def __post_init__(self) -> None:
-        cs = self.constraints
-        canon = ConstraintSet(
-            tuple(sorted(set(cs.exclusions), key=lambda e: (e.region, e.start_s, e.end_s,
-                                                            e.reason))),
-            {k: frozenset(cs.residency[k]) for k in sorted(cs.residency)},
-            {k: float(cs.power_caps_kw[k]) for k in sorted(cs.power_caps_kw)},
-            cs.max_one_way_latency_s,
-        )  # fmt: skip
-        object.__setattr__(self, "constraints", canon)
-
-    def is_empty(self) -> bool:
-        return self.weights is None and self.constraints.is_empty()
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -217,73 +194,6 @@ def _weights(
     if balanced:
         return PRESETS["balanced"]
     return None
-
-
-# ----------------------------------------------------------------------------- validation
-
-
-def validate_ruleset(
-    rs: RuleSet, regions: Sequence[str], origins: Sequence[str] | None = None
-) -> None:
-    """Raise a :class:`RuleCommandError` if ``rs`` names unknown regions, holds impossible
-    numbers, or leaves some origin with no region at some time (unsatisfiable)."""
-    regions = tuple(regions)
-    origins = tuple(origins) if origins is not None else regions
-    cs = rs.constraints
-    if rs.weights is not None:
-        w = rs.weights.as_dict()
-        if not all(math.isfinite(v) and v >= 0 for v in w.values()):
-            raise UnsupportedRuleError(f"goal weights must be finite and >= 0, got {w}")
-        if sum(w[f] for f in GOAL_FIELDS) <= 0:
-            raise UnsupportedRuleError("a goal needs a weight > 0 on cost, carbon, water, latency")
-    for ex in cs.exclusions:
-        _known(ex.region, regions, "region")
-        if not ex.start_s < ex.end_s or math.isnan(ex.start_s) or math.isnan(ex.end_s):
-            raise UnsupportedRuleError(
-                f"exclusion of {ex.region} must end after it starts ({ex.start_s}, {ex.end_s})"
-            )
-    for origin, allowed in cs.residency.items():
-        _known(origin, origins, "origin")
-        for r in allowed:
-            _known(r, regions, "region")
-    for r, kw in cs.power_caps_kw.items():
-        _known(r, regions, "region")
-        if not (math.isfinite(kw) and kw >= 0):
-            raise UnsupportedRuleError(f"power cap for {r} must be a finite number of kW >= 0")
-    lat = cs.max_one_way_latency_s
-    if lat is not None and not (math.isfinite(lat) and lat > 0):
-        raise UnsupportedRuleError(f"the latency bound must be a positive number of s, got {lat}")
-    _check_satisfiable(cs, regions, origins)
-
-
-def _known(name: str, pool: Sequence[str], what: str) -> None:
-    if name not in pool:
-        close = difflib.get_close_matches(name, list(pool), n=3, cutoff=0.4)
-        raise UnknownRegionError(name, pool, close, f"not a {what} of this scenario")
-
-
-def _check_satisfiable(cs: ConstraintSet, regions: tuple[str, ...], origins: tuple[str, ...]):
-    """At every instant an exclusion starts (and always), every origin keeps a region."""
-    instants = sorted({-math.inf} | {e.start_s for e in cs.exclusions})
-    for t in instants:
-        active = [e for e in cs.exclusions if e.start_s <= t < e.end_s]
-        out = {e.region for e in active}
-        for origin in origins:
-            allowed = cs.residency.get(origin, frozenset(regions))
-            if not allowed - out:
-                rules = [f"residency of {origin}: {sorted(allowed)}"] if origin in cs.residency \
-                    else []  # fmt: skip
-                rules += sorted({f"{e.region} excluded" for e in active if e.region in allowed})
-                label = "+".join(
-                    (["residency"] if origin in cs.residency else [])
-                    + (["exclusion"] if active else [])
-                )
-                when = "at all times" if math.isinf(t) else f"at {t / 3600:g} h"
-                raise UnsatisfiableCommandError(
-                    label or "exclusion",
-                    f"work from {origin} has no region left {when} ({'; '.join(rules)}); "
-                    f"which region should stay open? regions: {', '.join(regions)}",
-                )
 
 
 # ----------------------------------------------------------------------------- read-back
