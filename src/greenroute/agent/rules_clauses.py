@@ -27,7 +27,7 @@ from greenroute.agent.rules_time import ClauseTime
 
 TIME_KINDS = frozenset(("window", "daterange", "date", "relday", "daily", "business", "forspan"))
 SENTENCE_PUNCT = frozenset(";.!?")
-CAP_VERBS = frozenset(("cap", "capped", "limit", "limited", "keep", "hold"))
+CAP_VERBS = frozenset(("cap", "capped", "limit", "limited", "keep", "keeping", "hold"))
 TRIGGERS = (
     lx.GOAL_VERBS | lx.MAXIMISE_VERBS | lx.NEGATION_WORDS | lx.EXCLUDE_VERBS | lx.DOWN_WORDS
     | lx.ONLY_WORDS | lx.STAY_VERBS | lx.LEAVE_VERBS | CAP_VERBS | lx.SEND_VERBS
@@ -368,7 +368,8 @@ class Reader:
         while j >= 0 and toks[j].kind == "word" and j >= i - 4:
             w = toks[j].low
             if w in ("from", "originating", "originate", "originated", "origin"):
-                return True
+                before = toks[j - 1].low if j > 0 and toks[j - 1].kind == "word" else ""
+                return before not in lx.AWAY_WORDS  # "stay away from X": not an origin
             if w not in passthrough:
                 break
             j -= 1

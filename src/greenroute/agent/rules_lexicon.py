@@ -227,7 +227,7 @@ WORK_NOUNS = words(
 POWER_NOUNS = words("power draw consumption usage it")
 CAP_WORDS = words(
     "cap capped limit limited max maximum below under within less most exceed exceeding "
-    "beyond above than up keep hold stay"
+    "beyond above than up keep keeping hold holding stay"
 )
 LATENCY_BOUND_WORDS = frozenset(("latency", "ping", "rtt", "delay", "one-way", "network"))
 ROUND_TRIP_WORDS = frozenset(("rtt", "round-trip", "round", "trip"))

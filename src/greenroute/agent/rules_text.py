@@ -168,7 +168,7 @@ def tokenize(text: str) -> list[Token]:
         elif kind == "forspan":
             tok.value = float(m["fn"]) * _unit(m["fu"], SPAN_S)
         elif kind == "power":
-            tok.value = float(m["pn"]) * _unit(m["pu"][:2], POWER_KW)
+            tok.value = float(m["pn"]) * POWER_KW[m["pu"].lower()[0] + "w"]
         elif kind == "duration":
             tok.value = float(m["dn"]) * _unit(m["du"], DURATION_S)
         elif kind == "pct":
@@ -253,6 +253,8 @@ def correct_word(low: str) -> str | None:
         if " " in cand or abs(len(cand) - len(low)) > limit:
             continue
         d = osa_distance(low, cand)
+        if d > limit:
+            continue
         if d < best_d:
             best, best_d = [cand], d
         elif d == best_d:
