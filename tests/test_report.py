@@ -21,6 +21,7 @@ from greenroute.bench.report import make_report, metrics_summary
 from greenroute.bench.report_data import load_dir, mean_ci, metric_table
 from greenroute.bench.report_figures import (
     all_figures,
+    improvements,
     oracle_gaps,
     pareto_table,
     routing_shares,
@@ -34,6 +35,7 @@ pytest.importorskip("pymoo")
 
 POLICIES = ["local-only", "lowest-carbon", "least-loaded", "oracle"]
 SEEDS = (0, 1)
+FIGURES = ["signals", "shares", "metrics", "improvement", "pareto", "oracle"]
 runner = CliRunner()
 
 
@@ -83,7 +85,7 @@ def test_compare_dir_reads_back_every_policy(tmp_path, results):
     write_compare(results[0], tmp_path / "cmp")
     inp = load_dir(tmp_path / "cmp")
     assert inp.kind == "compare"
-    assert sorted(inp.labels) == sorted(POLICIES)
+    assert inp.labels == POLICIES  # in the order compared (summary.json), not alphabetical
     by = {r.policy: r for r in inp.runs}
     for res in results[0]:
         assert by[res.policy].metrics["carbon_kg"] == res.metrics["carbon_kg"]
@@ -100,7 +102,7 @@ def test_run_dir_reads_back(tmp_path, results):
 def test_seeds_group_into_one_series_with_its_interval(sweep_dir, results):
     inp = load_dir(sweep_dir)
     assert inp.kind == "collection" and inp.seeds == [0, 1]
-    assert sorted(inp.labels) == sorted(POLICIES)  # the seed does not split a series
+    assert inp.labels == POLICIES  # the seed does not split a series
     t = metric_table(inp, ["carbon_kg"]).set_index("label")
     a, b = (results[s].by_policy()["lowest-carbon"].metrics["carbon_kg"] for s in SEEDS)
     assert t.loc["lowest-carbon", "n"] == 2
@@ -111,6 +113,17 @@ def test_seeds_group_into_one_series_with_its_interval(sweep_dir, results):
 
 
 # ------------------------------------------------------------------ figures
+def test_improvement_is_paired_by_seed(sweep_dir, results):
+    imp = improvements(load_dir(sweep_dir))
+    expected = []
+    for s in SEEDS:
+        by = results[s].by_policy()
+        base, x = by["local-only"].metrics["carbon_kg"], by["lowest-carbon"].metrics["carbon_kg"]
+        expected.append(100 * (base - x) / base)
+    assert imp["carbon_kg"]["lowest-carbon"] == pytest.approx(expected, rel=1e-12)
+    assert "local-only" not in imp["carbon_kg"]  # the baseline is not compared with itself
+
+
 def test_pareto_table_front_and_single_point_hypervolume(sweep_dir):
     from greenroute.bench.pareto import METRICS, non_dominated
 
@@ -139,7 +152,7 @@ def test_oracle_gap_from_the_runs(sweep_dir):
 def test_figures_have_one_trace_per_region_and_series(sweep_dir):
     inp = load_dir(sweep_dir)
     figs = {f.slug: f.fig for f in all_figures(inp)}
-    assert list(figs) == ["signals", "shares", "metrics", "pareto", "oracle"]
+    assert list(figs) == FIGURES
     n_regions = 3  # demo: DE-LU, US-CAL-CISO, SG
     assert len(figs["signals"].data) == 3 * n_regions  # CI, price, temperature per region
     assert len(figs["shares"].data) == len(POLICIES) * n_regions
@@ -156,10 +169,10 @@ def test_html_report_is_self_contained(sweep_dir, tmp_path):
     out = tmp_path / "r" / "report.html"
     info = make_report(sweep_dir, out)
     text = out.read_text()
-    assert info["figures"] == ["signals", "shares", "metrics", "pareto", "oracle"]
+    assert info["figures"] == FIGURES
     # plotly's JavaScript is inline; nothing is loaded from the network
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=[\"']?(https?:)?//", text)
-    assert text.count("Plotly.newPlot(") == 5 and len(text) > 3_000_000
+    assert text.count("Plotly.newPlot(") == len(FIGURES) and len(text) > 3_000_000
     for label in POLICIES:
         assert f"manifest: {label} seed 1" in text
     _, hv = pareto_table(load_dir(sweep_dir))
@@ -181,7 +194,7 @@ def test_cli_writes_html_and_refuses_to_overwrite(sweep_dir, tmp_path):
     out = tmp_path / "rep.html"
     r = _cli("report", sweep_dir / "seed0", "--out", out)
     assert r.exit_code == 0, r.output
-    assert "wrote" in r.stdout and "5 figures" in r.stdout
+    assert "wrote" in r.stdout and f"{len(FIGURES)} figures" in r.stdout
     first = out.stat().st_mtime_ns
     r = _cli("report", sweep_dir / "seed0", "--out", out)
     assert r.exit_code == 2 and "use --force" in r.stderr

@@ -81,7 +81,7 @@ def test_report_renders_in_headless_chromium(tmp_path, capsys):
     report = tmp_path / "report.html"
     info = make_report(src, report)
     n_figures = len(info["figures"])
-    assert n_figures == 5
+    assert n_figures == 6  # signals, shares, metrics, improvement, pareto, oracle
 
     page = report.read_text()
     test_copy = tmp_path / "report-check.html"

@@ -167,11 +167,15 @@ def read_run_dir(d: Path) -> RunRecord:
 
 def read_compare_dir(d: Path) -> list[RunRecord]:
     """A ``greenroute compare --out`` directory: one run folder per policy."""
-    _read_json(d / COMPARE_FILE)  # a damaged summary is an error, not silently skipped
+    summary = _read_json(d / COMPARE_FILE)  # a damaged summary is an error, not skipped
     subs = sorted(p for p in d.iterdir() if p.is_dir() and is_run_dir(p))
     if not subs:
         raise DataFormatError(d / COMPARE_FILE, "the compare directory holds no run folder")
-    return [read_run_dir(p) for p in subs]
+    runs = [read_run_dir(p) for p in subs]
+    # the order the policies were compared in (summary.json lists them in that order)
+    order = [r.get("policy") for r in summary.get("results") or () if isinstance(r, dict)]
+    rank = {name: i for i, name in enumerate(order)}
+    return sorted(runs, key=lambda r: rank.get(r.policy, len(rank)))
 
 
 def _read_one(d: Path) -> tuple[str, list[RunRecord]] | None:

@@ -6,6 +6,7 @@
   (seed 000 Figs. 7-8: a greedy policy's "bang-bang" routing against a balanced one);
 - :func:`metric_bars_figure`: per-policy TTFT, carbon, water, cost, energy and SLO
   violations, mean over seeds with 95 % confidence intervals (seed 001 Fig. 3);
+- :func:`improvement_figure`: improvement over local-only, paired by seed (seed 000 Fig. 4);
 - :func:`pareto_figure`: the Pareto front over (carbon, water, cost, TTFT) with its
   hypervolume (:mod:`greenroute.bench.pareto`);
 - :func:`oracle_gap_figure`: how far each policy is from the oracle.
@@ -41,6 +42,13 @@ ORACLE_PANELS = (
     ("oracle_carbon_savings_captured_pct", "Oracle's CO₂ savings captured (%)"),
     ("j_above_oracle_pct", "J above the oracle's (%)"),
 )
+IMPROVEMENT_METRICS = (
+    ("carbon_kg", "Carbon"),
+    ("cost_usd", "Energy cost"),
+    ("energy_kwh", "Energy"),
+    ("water_m3", "Water"),
+)
+BASELINE = "local-only"  # the improvement figure's reference policy
 MAX_SHARE_ROWS = 12  # routing-share panels drawn at most (one per series)
 ROW_PX = 210  # height of one row of panels
 TEMPLATE = "plotly_white"
@@ -207,6 +215,63 @@ def metric_bars_figure(inp: ReportInput) -> Figure:
     )
 
 
+# ------------------------------------------------------------------ paired improvement
+def improvements(inp: ReportInput) -> dict[str, dict[str, list[float]]]:
+    """Per metric of :data:`IMPROVEMENT_METRICS`, per series: the per-seed improvement (%)
+    over the same scenario, days and seed's ``local-only`` run, ``100 x (base - x) / base``
+    (paired by seed, so the seed's signals and workload cancel out)."""
+    base = {
+        (r.scenario, r.manifest.get("days"), r.seed): r.metrics
+        for r in inp.runs
+        if r.policy == BASELINE
+    }
+    out: dict[str, dict[str, list[float]]] = {m: {} for m, _ in IMPROVEMENT_METRICS}
+    for r in inp.runs:
+        b = base.get((r.scenario, r.manifest.get("days"), r.seed))
+        if r.policy == BASELINE or b is None:
+            continue
+        for m, _ in IMPROVEMENT_METRICS:
+            x, ref = r.metrics.get(m), b.get(m)
+            if x is not None and ref:
+                out[m].setdefault(r.label, []).append(100 * (ref - x) / ref)
+    return {m: v for m, v in out.items() if v}
+
+
+def improvement_figure(inp: ReportInput) -> Figure | None:
+    """Grouped bars: each series' improvement over local-only per metric, mean ± 95 % CI of
+    the paired per-seed improvements (seed 000 Fig. 4); None without local-only runs."""
+    import plotly.graph_objects as go
+
+    imp = improvements(inp)
+    if not imp:
+        return None
+    names = dict(IMPROVEMENT_METRICS)
+    labels = [lb for lb in inp.labels if any(lb in v for v in imp.values())]
+    color = _colors(inp.labels)
+    fig = go.Figure()
+    for lb in labels:
+        stats = [mean_ci(imp[m].get(lb, ())) for m in imp]
+        halves = [0.0 if math.isnan(s[1]) else s[1] for s in stats]
+        fig.add_trace(
+            go.Bar(
+                x=[names[m] for m in imp], y=[s[0] for s in stats], name=lb,
+                marker_color=color[lb],
+                error_y={"type": "data", "array": halves, "visible": any(h > 0 for h in halves)},
+            )
+        )  # fmt: skip
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title_text=f"improvement over {BASELINE} (%)")
+    _layout(fig, 420, f"Improvement over {BASELINE}")
+    return Figure(
+        "improvement",
+        f"Improvement over {BASELINE}",
+        f"100 x ({BASELINE} - policy) / {BASELINE}, per seed against the same seed's "
+        f"{BASELINE} run; bars the mean, error bars the 95 % interval over seeds; higher is "
+        "better (seed 000 Fig. 4 style).",
+        fig,
+    )
+
+
 # ------------------------------------------------------------------ Pareto front
 def pareto_table(inp: ReportInput) -> tuple[pd.DataFrame, float | None]:
     """Per series: the mean (carbon, water, cost, TTFT) point, whether it is on the Pareto
@@ -324,5 +389,6 @@ def oracle_gap_figure(inp: ReportInput) -> Figure | None:
 def all_figures(inp: ReportInput) -> list[Figure]:
     """Every figure the input has data for, in report order."""
     figs = [signals_figure(inp), shares_figure(inp), metric_bars_figure(inp)]
+    figs.append(improvement_figure(inp))
     figs += [pareto_figure(inp), oracle_gap_figure(inp)]
     return [f for f in figs if f is not None]

@@ -97,21 +97,35 @@ def _axes_for(fig, mfig, margin):
             ax.set_ylabel(ya.title.text)
         if ya.range:
             ax.set_ylim(*ya.range)
+        if xa.showticklabels is False:  # shared x axis: labels on the bottom panel only
+            ax.tick_params(axis="x", labelbottom=False)
         axes[key] = ax
     return axes
 
 
-def _draw(tr, ax, stacks, handles) -> None:
+def _draw_bar(tr, ax, slot: tuple[int, int]):
+    """Bars at categorical positions; ``slot`` (i, n): the i-th of n grouped bar traces."""
+    i, n = slot
+    err = None
+    if tr.error_y and tr.error_y.visible and tr.error_y.array is not None:
+        err = np.asarray(tr.error_y.array, dtype=float)
+    colors = tr.marker.color
+    cols = [mpl_color(c) for c in colors] if isinstance(colors, list | tuple) else None
+    cats = [str(c) for c in tr.x]
+    width = 0.8 / n
+    pos = np.arange(len(cats)) - 0.4 + width * (i + 0.5)
+    h = ax.bar(pos, np.asarray(tr.y, dtype=float), width=width, yerr=err, capsize=4,
+               color=cols or mpl_color(colors), ecolor="#333", label=tr.name or "")  # fmt: skip
+    ax.set_xticks(np.arange(len(cats)), cats, rotation=30, fontsize=8)
+    return h
+
+
+def _draw(tr, ax, stacks, handles, slot=(0, 1)) -> None:
     name = tr.name or ""
     if tr.type == "bar":
-        err = None
-        if tr.error_y and tr.error_y.visible and tr.error_y.array is not None:
-            err = np.asarray(tr.error_y.array, dtype=float)
-        colors = tr.marker.color
-        cols = [mpl_color(c) for c in colors] if isinstance(colors, list | tuple) else None
-        ax.bar(list(tr.x), np.asarray(tr.y, dtype=float), yerr=err, capsize=4,
-               color=cols or mpl_color(colors), ecolor="#333")  # fmt: skip
-        ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+        h = _draw_bar(tr, ax, slot)
+        if tr.showlegend is not False and name and name not in handles:
+            handles[name] = h
         return
     x, y = _x(tr.x), np.asarray(tr.y, dtype=float)
     mode = tr.mode or "lines"
@@ -126,6 +140,7 @@ def _draw(tr, ax, stacks, handles) -> None:
         face = color if filled else "none"
         size = (tr.marker.size or 8) ** 2
         h = ax.scatter(x, y, s=size, label=name, facecolors=face, edgecolors=color, linewidths=2)
+        ax.margins(0.12)  # room for the point labels
         if "text" in mode and tr.text is not None:
             for xi, yi, ti in zip(x, y, tr.text, strict=False):
                 ax.annotate(str(ti), (xi, yi), textcoords="offset points", xytext=(0, 8),
@@ -147,8 +162,16 @@ def to_matplotlib(fig):
     axes = _axes_for(fig, mfig, margin)
     stacks: dict[int, np.ndarray] = {}
     handles: dict[str, object] = {}
+    grouped = fig.layout.barmode == "group"
+    bars: dict[tuple, list] = {}
     for tr in fig.data:
-        _draw(tr, axes[(tr.xaxis or "x", tr.yaxis or "y")], stacks, handles)
+        if tr.type == "bar":
+            bars.setdefault((tr.xaxis or "x", tr.yaxis or "y"), []).append(tr)
+    for tr in fig.data:
+        key = (tr.xaxis or "x", tr.yaxis or "y")
+        group = bars.get(key, [tr])
+        slot = ([id(t) for t in group].index(id(tr)), len(group)) if grouped else (0, 1)
+        _draw(tr, axes[key], stacks, handles, slot)
     left, right, top, bottom = margin
     for ann in fig.layout.annotations or ():
         if ann.xref == "paper" and ann.yref == "paper" and ann.text:
