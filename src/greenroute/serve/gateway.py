@@ -1,0 +1,150 @@
+"""The gateway's state: config, upstream pool, signals, planner, router, metrics, decision log,
+client keys and rate limits, and the background tasks (epoch planning, health checks)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import time
+from collections.abc import Callable
+
+from greenroute.serve.config import GatewayConfig
+from greenroute.serve.decision_log import DecisionLog
+from greenroute.serve.errors import bad_request, rate_limited, unauthorized
+from greenroute.serve.metrics import GatewayMetrics
+from greenroute.serve.planner import Planner, PlanState
+from greenroute.serve.router import Router
+from greenroute.serve.security import ClientKey, KeyStore, RateLimiter
+from greenroute.serve.signals import SignalHub, build_provider
+from greenroute.serve.upstreams import UpstreamPool
+
+ORIGIN_HEADER = "x-greenroute-origin"
+CLASS_HEADER = "x-greenroute-class"
+
+
+class Gateway:
+    def __init__(self, cfg: GatewayConfig, clock: Callable[[], float] = time.time) -> None:
+        self.cfg = cfg
+        self.clock = clock
+        self.metrics = GatewayMetrics()
+        self.pool = UpstreamPool(cfg)
+        self.pool.on_eject = self._on_eject
+        t0 = clock()
+        self.hub = SignalHub([build_provider(p, t0) for p in cfg.providers], cfg.providers,
+                             on_event=self._on_signal_event)  # fmt: skip
+        self.planner = Planner(cfg, self.pool, self.hub, clock)
+        self.router = Router(cfg, self.pool, self.planner.latency_s)
+        self.log = DecisionLog(cfg.decision_log)
+        self.keys = KeyStore(cfg.keys)
+        self.limiter = RateLimiter()
+        self.origin_by_header = {o.header_value: i for i, o in enumerate(cfg.origins)}
+        self.origin_index = {o: i for i, o in enumerate(cfg.origin_names)}
+        self.client = None  # httpx.AsyncClient, opened in start()
+        self._tasks: list[asyncio.Task] = []
+        for up in self.pool.upstreams:
+            self.metrics.healthy.labels(cfg.region_names[up.region], up.name).set(1)
+        self.replan()  # a plan before the first request (raises if no signal for a region)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        import httpx
+
+        pol = self.cfg.upstream
+        timeout = httpx.Timeout(connect=pol.connect_timeout_s, read=pol.read_timeout_s,
+                                write=pol.read_timeout_s, pool=pol.connect_timeout_s)  # fmt: skip
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+        self.client = httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False)
+        self._tasks = [asyncio.create_task(self._epoch_loop()),
+                       asyncio.create_task(self.pool.health_loop(self.client))]  # fmt: skip
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        if self.client is not None:
+            await self.client.aclose()
+        self.log.close()
+
+    async def _epoch_loop(self) -> None:
+        epoch_s = self.cfg.epoch_s
+        while True:
+            now = self.clock()
+            await asyncio.sleep(max(epoch_s - (now % epoch_s), 0.001))  # epoch boundaries
+            self.replan()
+
+    def replan(self) -> PlanState:
+        state = self.planner.replan()
+        self.router.state = state
+        self.metrics.publish_plan(state, self.cfg.region_names, self.cfg.origin_names)
+        return state
+
+    # ------------------------------------------------------------------ hooks
+    def _on_eject(self, up, ejected: bool) -> None:
+        region = self.cfg.region_names[up.region]
+        self.metrics.healthy.labels(region, up.name).set(0 if ejected else 1)
+        self.metrics.fallbacks.labels("ejection" if ejected else "readmission").inc()
+
+    def _on_signal_event(self, kind: str, provider: str, region: str) -> None:
+        self.metrics.signal_events.labels(kind, provider, region).inc()
+
+    # ------------------------------------------------------------------ request context
+    def authenticate(self, authorization: str | None) -> ClientKey | None:
+        raw = None
+        if authorization:
+            scheme, _, token = authorization.partition(" ")
+            raw = token.strip() if scheme.lower() == "bearer" else None
+        if raw is None:
+            if self.cfg.auth_required:
+                raise unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+            return None
+        key = self.keys.lookup(raw)
+        if key is None and (self.cfg.auth_required or self.keys.enabled):
+            raise unauthorized("incorrect API key provided")
+        return key
+
+    def check_rate(self, key: ClientKey | None) -> None:
+        if key is None:
+            return
+        wait = self.limiter.check(key)
+        if wait > 0:
+            raise rate_limited(wait)
+
+    def resolve_origin(self, key: ClientKey | None, header: str | None,
+                       client_ip: str | None) -> int:  # fmt: skip
+        """The key's origin (authoritative), else the origin header, else the client's
+        network, else the default origin."""
+        if key is not None and key.origin is not None:
+            return self.origin_index[key.origin]
+        if header:
+            o = self.origin_by_header.get(header.strip())
+            if o is None:
+                raise bad_request(
+                    f"unknown origin {header!r} in {ORIGIN_HEADER}; valid: "
+                    f"{', '.join(self.origin_by_header)}", "unknown_origin",
+                )  # fmt: skip
+            return o
+        if client_ip:
+            try:
+                ip = ipaddress.ip_address(client_ip)
+            except ValueError:
+                ip = None
+            if ip is not None:
+                for i, o in enumerate(self.cfg.origins):
+                    if any(ip.version == n.version and ip in n for n in o.networks):
+                        return i
+        return self.origin_index[self.cfg.default_origin]
+
+    @staticmethod
+    def request_class(header: str | None) -> int:
+        from greenroute.core.types import CLASSES
+
+        if not header:
+            return 0
+        name = header.strip().lower()
+        if name not in CLASSES:
+            raise bad_request(f"{CLASS_HEADER} must be one of {', '.join(CLASSES)}, got "
+                              f"{header!r}", "invalid_class")  # fmt: skip
+        return CLASSES.index(name)

@@ -1,0 +1,323 @@
+"""Forwarding one completion request: route, send, retry before the first byte, stream back.
+
+A failure before the first byte (connection refused or reset, timeout, a 5xx or 429 answer,
+an empty stream) counts against the upstream and the request is sent again, after a backoff,
+to another upstream the router picks within the request's rules (another region when its
+own has no other). Once the first byte has gone to the client nothing is retried: a failure
+mid-stream ends the stream with an SSE error event, so a completion is never duplicated.
+The body goes upstream unchanged and comes back unchanged; the gateway adds the headers
+``x-greenroute-region`` and ``x-greenroute-decision-id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from greenroute.core.types import CLASSES
+from greenroute.serve.errors import GatewayHTTPError, bad_request, sse_error_event, too_large
+from greenroute.serve.gateway import CLASS_HEADER, ORIGIN_HEADER, Gateway
+from greenroute.serve.router import Choice, RuleCheck
+
+REGION_HEADER = "x-greenroute-region"
+DECISION_HEADER = "x-greenroute-decision-id"
+HOP_BY_HOP = frozenset(("connection", "keep-alive", "transfer-encoding", "content-length",
+                        "te", "trailer", "upgrade", "proxy-authenticate",
+                        "proxy-authorization", "date", "server"))  # fmt: skip
+CHARS_PER_TOKEN = 4  # rough English average for a token estimate (OpenAI's tokenizer guide)
+DEFAULT_OUTPUT_TOKENS = 256  # when the request sets no max_tokens (engineering default)
+RETRY_STATUS = frozenset((429, 500, 502, 503, 504))
+SECONDS_PER_HOUR = 3600.0
+
+
+class _UpstreamFailedError(Exception):
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+
+
+@dataclass
+class _Ctx:
+    gw: Gateway
+    endpoint: str
+    decision_id: str
+    wall_s: float
+    t_recv: float
+    origin: int
+    cls: int
+    model: str
+    stream: bool
+    client: str | None
+    tokens: tuple[int, int]
+    attempts: list[dict] = field(default_factory=list)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_large(int(declared), limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large(size, limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_payload(body: bytes) -> dict[str, Any]:
+    try:
+        payload = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise bad_request(f"request body is not valid JSON: {err}", "invalid_json") from None
+    if not isinstance(payload, dict):
+        raise bad_request("request body must be a JSON object", "invalid_json")
+    model = payload.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad_request("'model' is required and must be a string", "missing_model")
+    return payload
+
+
+def estimate_tokens(payload: dict[str, Any], body_len: int) -> tuple[int, int]:
+    """(prompt, output) token estimates for the local policy and the decision log: prompt
+    ~ body bytes / 4, output = max_tokens or max_completion_tokens or a default."""
+    out = payload.get("max_tokens") or payload.get("max_completion_tokens")
+    out_n = int(out) if isinstance(out, int) and out > 0 else DEFAULT_OUTPUT_TOKENS
+    return max(body_len // CHARS_PER_TOKEN, 1), out_n
+
+
+async def handle_completion(gw: Gateway, request: Request, endpoint: str) -> Response:
+    t_recv = time.perf_counter()
+    wall = gw.clock()
+    key = gw.authenticate(request.headers.get("authorization"))
+    gw.check_rate(key)
+    body = await read_body(request, gw.cfg.max_body_bytes)
+    payload = parse_payload(body)
+    origin = gw.resolve_origin(key, request.headers.get(ORIGIN_HEADER),
+                               request.client.host if request.client else None)  # fmt: skip
+    cls = gw.request_class(request.headers.get(CLASS_HEADER))
+    ctx = _Ctx(gw, endpoint, uuid.uuid4().hex, wall, t_recv, origin, cls, payload["model"],
+               payload.get("stream") is True, key.name if key else None,
+               estimate_tokens(payload, len(body)))  # fmt: skip
+    gw.planner.count_arrival(cls, origin)
+    try:
+        return await _forward(ctx, body)
+    except GatewayHTTPError as err:
+        if err.status == 403:
+            gw.metrics.rejections.labels(gw.cfg.origin_names[origin], err.rule).inc()
+        _log(ctx, None, None, err.status, 0.0, error=err.code)
+        raise
+
+
+async def _forward(ctx: _Ctx, body: bytes) -> Response:
+    gw = ctx.gw
+    pol = gw.cfg.upstream
+    tried: list[int] = []
+    last_error = ""
+    for attempt in range(pol.max_attempts):
+        try:
+            choice, check = gw.router.choose(ctx.origin, ctx.cls, ctx.model, ctx.wall_s,
+                                             tried, ctx.tokens)  # fmt: skip
+        except GatewayHTTPError as err:
+            if attempt > 0 and err.status == 503:  # nowhere left to retry
+                break
+            raise
+        if attempt == 0:
+            gw.metrics.overhead.observe(time.perf_counter() - ctx.t_recv)
+            if choice.fallback:
+                gw.metrics.fallbacks.labels(choice.fallback).inc()
+        else:
+            same = any(a["region"] == gw.cfg.region_names[choice.region] for a in ctx.attempts)
+            gw.metrics.fallbacks.labels("retry-same-region" if same else "retry-other-region").inc()
+        up = choice.upstream
+        tried.append(up.index)
+        try:
+            return await _attempt(ctx, choice, check, body)
+        except _UpstreamFailedError as fail:
+            region = gw.cfg.region_names[choice.region]
+            gw.metrics.errors.labels(region, up.name, fail.kind).inc()
+            gw.pool.failure(up)
+            ctx.attempts.append({"region": region, "upstream": up.name, "outcome": fail.kind})
+            last_error = f"{up.name}: {fail}"
+            if attempt + 1 < pol.max_attempts:
+                await asyncio.sleep(pol.backoff_s * (2**attempt))
+    raise GatewayHTTPError(502, f"no upstream answered after {len(ctx.attempts)} attempt(s); "
+                           f"last: {last_error}", "upstream_error", "upstream_failed")  # fmt: skip
+
+
+def _upstream_request(ctx: _Ctx, choice: Choice, body: bytes) -> httpx.Request:
+    up = choice.upstream
+    headers = {"content-type": "application/json", "accept-encoding": "identity",
+               DECISION_HEADER: ctx.decision_id}  # fmt: skip
+    key = up.cfg.api_key()
+    if key:
+        headers["authorization"] = f"Bearer {key}"
+    assert ctx.gw.client is not None
+    return ctx.gw.client.build_request("POST", up.cfg.url + ctx.endpoint, content=body,
+                                       headers=headers)  # fmt: skip
+
+
+def _out_headers(ctx: _Ctx, choice: Choice, resp: httpx.Response) -> dict[str, str]:
+    out = {k: v for k, v in resp.headers.items() if k.lower() not in HOP_BY_HOP}
+    out[REGION_HEADER] = ctx.gw.cfg.region_names[choice.region]
+    out[DECISION_HEADER] = ctx.decision_id
+    return out
+
+
+async def _attempt(ctx: _Ctx, choice: Choice, check: RuleCheck, body: bytes) -> Response:
+    gw, up = ctx.gw, choice.upstream
+    started = gw.pool.start(up, sum(ctx.tokens))
+    t_send = time.perf_counter()
+    done = False
+    try:
+        try:
+            resp = await gw.client.send(_upstream_request(ctx, choice, body), stream=True)
+        except httpx.TimeoutException as err:
+            raise _UpstreamFailedError("timeout", repr(err)) from None
+        except httpx.HTTPError as err:
+            raise _UpstreamFailedError("connect", repr(err)) from None
+        if resp.status_code in RETRY_STATUS:
+            await resp.aclose()
+            raise _UpstreamFailedError(f"status-{resp.status_code}", f"HTTP {resp.status_code}")
+        chunks = resp.aiter_raw()
+        try:
+            first = await chunks.__anext__()
+        except StopAsyncIteration:
+            first = b""
+        except httpx.HTTPError as err:
+            await resp.aclose()
+            raise _UpstreamFailedError("reset-before-first-byte", repr(err)) from None
+        ttfb = time.perf_counter() - t_send
+        if not first and ctx.stream and resp.status_code == 200:
+            await resp.aclose()
+            raise _UpstreamFailedError("empty-stream", "the upstream closed without a byte")
+        headers = _out_headers(ctx, choice, resp)
+        if not ctx.stream or resp.status_code != 200:
+            try:
+                rest = [c async for c in chunks]
+            except httpx.HTTPError as err:
+                raise _UpstreamFailedError("reset-mid-body", repr(err)) from None
+            finally:
+                await resp.aclose()
+            done = True
+            content = first + b"".join(rest)
+            _finish(ctx, choice, check, started, ttfb, resp.status_code, content, ok=True)
+            return Response(content, status_code=resp.status_code, headers=headers)
+        done = True  # the stream generator owns the accounting from here
+        return StreamingResponse(_stream(ctx, choice, check, resp, chunks, first, started, ttfb),
+                                 status_code=resp.status_code, headers=headers)  # fmt: skip
+    finally:
+        if not done:
+            gw.pool.finish(up, started, sum(ctx.tokens))
+
+
+async def _stream(ctx, choice, check, resp, chunks, first, started, ttfb):
+    ok = True
+    try:
+        yield first
+        try:
+            async for chunk in chunks:
+                yield chunk
+        except httpx.HTTPError as err:  # after the first byte: report, never retry
+            ok = False
+            region = ctx.gw.cfg.region_names[choice.region]
+            ctx.gw.metrics.errors.labels(region, choice.upstream.name, "mid-stream").inc()
+            ctx.gw.pool.failure(choice.upstream)
+            yield sse_error_event(f"upstream {region} failed mid-stream: "
+                                  f"{type(err).__name__}; the response is incomplete")  # fmt: skip
+    finally:
+        await resp.aclose()
+        _finish(ctx, choice, check, started, ttfb, resp.status_code, b"", ok=ok)
+
+
+def _finish(ctx: _Ctx, choice: Choice, check: RuleCheck, started: float, ttfb: float,
+            status: int, content: bytes, ok: bool) -> None:  # fmt: skip
+    gw, up = ctx.gw, choice.upstream
+    duration = gw.pool.clock() - started
+    gw.pool.finish(up, started, sum(ctx.tokens))
+    if ok and status < 400:
+        gw.pool.success(up, duration, ttfb)
+    region = gw.cfg.region_names[choice.region]
+    m = gw.metrics
+    m.requests.labels(region, up.name, ctx.endpoint, str(status if ok else 599)).inc()
+    m.latency.labels(region, up.name).observe(time.perf_counter() - ctx.t_recv)
+    m.ttfb.labels(region, up.name).observe(ttfb)
+    # dynamic IT energy of the request on its server: (peak - idle) / slots x duration
+    it_kwh = (up.cfg.peak_power_kw - up.cfg.idle_power_kw) / up.cfg.capacity * duration \
+        / SECONDS_PER_HOUR  # fmt: skip
+    obs = gw.router.state.obs if gw.router.state is not None else None
+    co2_g = water_l = None
+    if obs is not None:
+        co2_g = it_kwh * float(obs.carbon_g_per_it_kwh[0, choice.region])
+        water_l = it_kwh * float(obs.water_l_per_it_kwh[0, choice.region])
+        m.co2.labels(region).inc(co2_g)
+        m.water.labels(region).inc(water_l)
+        m.co2_per_request.labels(region).observe(co2_g)
+        m.water_per_request.labels(region).observe(water_l)
+    ctx.attempts.append({"region": region, "upstream": up.name,
+                         "outcome": "ok" if ok else "failed-mid-stream"})  # fmt: skip
+    tokens = _usage(content) or ctx.tokens
+    _log(ctx, choice, check, status if ok else 599, duration, tokens=tokens, co2_g=co2_g,
+         water_l=water_l)  # fmt: skip
+
+
+def _usage(content: bytes) -> tuple[int, int] | None:
+    if not content or len(content) > 1 << 20:
+        return None
+    try:
+        usage = json.loads(content).get("usage") or {}
+        return int(usage["prompt_tokens"]), int(usage["completion_tokens"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _log(ctx: _Ctx, choice: Choice | None, check: RuleCheck | None, status: int,
+         duration_s: float, tokens: tuple[int, int] | None = None, co2_g: float | None = None,
+         water_l: float | None = None, error: str | None = None) -> None:  # fmt: skip
+    gw = ctx.gw
+    if not gw.log.enabled:
+        return
+    cfg, state = gw.cfg, gw.router.state
+    rec: dict[str, Any] = {
+        "time_s": ctx.wall_s, "decision_id": ctx.decision_id,
+        "origin": cfg.origin_names[ctx.origin], "class": CLASSES[ctx.cls], "model": ctx.model,
+        "endpoint": ctx.endpoint, "stream": ctx.stream, "client": ctx.client,
+        "region": None, "upstream": None, "attempts": ctx.attempts, "status": status,
+        "duration_s": round(duration_s, 6), "error": error,
+    }  # fmt: skip
+    if state is not None:
+        row = state.plan.route[ctx.cls, ctx.origin]
+        rec["plan"] = {"epoch": state.epoch, "policy": gw.cfg.geo_policy,
+                       "shares": {r: round(float(s), 6) for r, s in zip(cfg.region_names, row,
+                                                                        strict=True)},
+                       "rejected": state.rejected or None,
+                       "fallback": choice.fallback if choice else None}  # fmt: skip
+    if choice is not None:
+        r = choice.region
+        rec["region"] = cfg.region_names[r]
+        rec["upstream"] = choice.upstream.name
+        if state is not None:
+            sig = state.signals
+            rec["signals"] = {
+                "provider": sig.providers[r], "age_s": round(float(sig.age_s[r]), 3),
+                "carbon_intensity_g_per_kwh": float(sig.carbon_intensity_g_per_kwh[0, r]),
+                "price_usd_per_kwh": float(sig.price_usd_per_kwh[0, r]),
+                "water_intensity_l_per_kwh": float(sig.water_intensity_l_per_kwh[0, r]),
+                "temp_c": float(sig.temp_c[0, r]),
+            }  # fmt: skip
+        rec["co2_g"], rec["water_l"] = co2_g, water_l
+        if tokens is not None:
+            rec["prompt_tokens"], rec["output_tokens"] = tokens
+    if check is not None:
+        rec["rules"] = {"allowed": check.allowed_regions, "exclusions": check.active_exclusions,
+                        "residency": check.residency,
+                        "latency_bound_ms": check.latency_bound_ms}  # fmt: skip
+    gw.log.write(rec)
