@@ -176,9 +176,9 @@ def render_html(inp: ReportInput, figures: list[Figure]) -> str:
 def _check_html_out(out: Path, force: bool) -> None:
     from greenroute.sim.output import check_out_file
 
+    check_out_file(out)  # not a directory, and creatable
     if out.exists() and not force:
         raise ConfigError(f"--out {out} exists; use --force to replace it")
-    check_out_file(out)
 
 
 def _write_text_atomic(out: Path, text: str) -> None:

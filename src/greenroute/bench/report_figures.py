@@ -318,6 +318,7 @@ def pareto_figure(inp: ReportInput) -> Figure:
                 go.Scatter(
                     x=[row[x]], y=[row[y]], mode="markers+text", text=[row["label"]],
                     textposition="top center", name=row["label"], legendgroup=row["label"],
+                    cliponaxis=False,
                     showlegend=col == 1,
                     marker={"size": 13 if on else 10, "color": color[row["label"]],
                             "symbol": "circle" if on else "circle-open",
