@@ -88,6 +88,8 @@ ERROR_CASES = [
     ("maximise cost", G3, AmbiguousCommandError, "maximise 'cost'"),
     ("cap at 5 MW", G3, AmbiguousCommandError, "which region should"),
     ("Never rout to Chile", G3, AmbiguousCommandError, "did you mean out or route"),
+    ("avoid Germany but not Chile", G3, AmbiguousCommandError, "has no verb"),
+    ("keep it under 50 ms", G3, UnrecognizedCommandError, "network latency under 50 ms"),
     # unknown regions: not a place, a typo too far, a real place outside the scenario
     ("do not send workloads to Atlantis", G3, UnknownRegionError, "'Atlantis'"),
     ("avoid Californiaaaa", G3, UnknownRegionError, "did you mean US-CAL-CISO (California)"),
@@ -115,8 +117,17 @@ ERROR_CASES = [
     ("keep TTFT under 2 s", G3, UnsupportedRuleError, "SLO"),
     ("keep latency to Chile under 50 ms", G3, UnsupportedRuleError, "every origin-region pair"),
     ("cap Germany at 5 MW on the 3rd", G3, UnsupportedRuleError, "time window"),
+    ("Avoid California, except on the 3rd", G3, UnsupportedRuleError, "'except' must name"),
+    ("Don't minimise cost", G3, UnsupportedRuleError, "cannot be negated"),
+    (
+        "Route California's interactive traffic only to California",
+        G3,
+        UnsupportedRuleError,
+        "applies to all work",
+    ),
     # not understood: never silently dropped
     ("make it sparkle", G3, UnrecognizedCommandError, "'sparkle'"),
+    ("Exclude Germany on weekends", G3, UnrecognizedCommandError, "'weekends'"),
     ("avoid Chile and minimise cost kindly sparkle", G3, UnrecognizedCommandError, "'sparkle'"),
     ("", G3, UnrecognizedCommandError, "empty command"),
 ]

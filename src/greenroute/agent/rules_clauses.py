@@ -34,7 +34,8 @@ TRIGGERS = (
     | frozenset(lx.SUPERLATIVE_METRICS) | lx.BALANCED_WORDS
 )  # fmt: skip
 # words that start a new clause even without a comma ("minimise cost without using Chile")
-SPLIT_BEFORE = frozenset(("without",))
+SPLIT_BEFORE = frozenset(("without", "by"))
+EXCEPTS = lx.EXCEPT_WORDS | {"other"}  # "any region other than Chile"
 PREP_BEFORE_PLACE = lx.words(
     "to in into from of at avoid exclude except outside within inside and or"
 )
@@ -59,7 +60,8 @@ class Clause:
 
     @property
     def text(self) -> str:
-        return " ".join(t.orig if t.kind in ("word", "place") else t.text for t in self.tokens)
+        text = " ".join(t.orig if t.kind in ("word", "place") else t.text for t in self.tokens)
+        return text.replace(" ,", ",")
 
     def words(self) -> list[str]:
         return [t.low for t in self.tokens if t.kind == "word"]
@@ -105,7 +107,7 @@ def _ends_reason(tokens: list[Token], k: int) -> bool:
         return True
     if tok.kind == "word" and tok.low in lx.STRONG_SEPARATORS:
         return True
-    if tok.kind == "word" and tok.low in ("and", "or") and k + 1 < len(tokens):
+    if tok.kind == "word" and tok.low in lx.SOFT_SEPARATORS and k + 1 < len(tokens):
         return tokens[k + 1].low in TRIGGERS
     return False
 
@@ -117,7 +119,7 @@ def split_clauses(tokens: list[Token]) -> list[Clause]:
         pieces: list[list[Token]] = [[]]
         for i, tok in enumerate(sentence):
             sep = (tok.kind == "punct" and tok.text == ",") or (
-                tok.kind == "word" and tok.low in ("and", "or")
+                tok.kind == "word" and tok.low in lx.SOFT_SEPARATORS
             )
             if sep or (tok.kind == "word" and tok.low in SPLIT_BEFORE and i > 0):
                 pieces.append([] if sep else [tok])
@@ -167,7 +169,7 @@ def _has_trigger(piece: Sequence[Token]) -> bool:
 
 
 def _strip_joiners(toks: list[Token]) -> list[Token]:
-    skip = ("and", "or", "also", "then", "plus")
+    skip = lx.SOFT_SEPARATORS
     while toks and ((toks[0].kind == "word" and toks[0].low in skip) or toks[0].text == ","):
         toks = toks[1:]
     while toks and ((toks[-1].kind == "word" and toks[-1].low in skip) or toks[-1].text == ","):
@@ -309,6 +311,7 @@ class Reader:
     def _cap(self, clause: Clause) -> ClauseResult:
         self._forbid(clause, (*TIME_KINDS, "duration", "pct", "num"), "power cap")
         self._no_metrics(clause, "power cap")
+        self._no_classes(clause, "power cap")
         powers = clause.kinds("power")
         places = clause.kinds("place")
         regions: list[tuple[str, ...]] = [self.resolve(p, self.regions) for p in places]
@@ -374,7 +377,8 @@ class Reader:
                 break
             j -= 1
         k = i + 1
-        while k < len(toks) and toks[k].kind == "word" and toks[k].low in ("node", "region"):
+        skip = lx.CLASS_WORDS | {"node", "region"}
+        while k < len(toks) and toks[k].kind == "word" and toks[k].low in skip:
             k += 1
         return k < len(toks) and toks[k].kind == "word" and toks[k].low in lx.WORK_NOUNS
 
@@ -388,6 +392,7 @@ class Reader:
     def _residency(self, clause: Clause) -> ClauseResult:
         self._forbid(clause, (*TIME_KINDS, "power", "duration", "pct", "num"), "residency rule")
         self._no_metrics(clause, "residency rule")
+        self._no_classes(clause, "residency rule")
         toks = clause.tokens
         idx = [i for i, t in enumerate(toks) if t.kind == "place"]
         cued = [i for i in idx if self._origin_cued(clause, i)]
@@ -430,6 +435,8 @@ class Reader:
             inside = not neg
         elif neg:
             inside = False
+        elif clause.has(lx.OBLIGATION_WORDS) and clause.has(frozenset(("in", "within", "inside"))):
+            inside = True
         else:
             raise AmbiguousCommandError(
                 f"should all work from {', '.join(origins)} go to {', '.join(dests)} (and "
@@ -444,19 +451,46 @@ class Reader:
     def _exclusion(self, clause: Clause) -> ClauseResult:
         self._forbid(clause, ("power", "duration", "pct", "num"), "exclusion")
         self._no_metrics(clause, "exclusion")
+        self._no_classes(clause, "exclusion")
         for tok in clause.tokens:
             if tok.kind == "word" and tok.low in lx.VAGUE_ADJECTIVES:
                 raise AmbiguousCommandError(
                     f"which region do you mean by {tok.orig!r} in {clause.text!r}? name it: "
                     + ", ".join(lx.display_name(r) for r in self.regions)
                 )
-        places = clause.kinds("place")
-        named = tuple(dict.fromkeys(k for p in places for k in self.resolve(p, self.regions)))
+        toks = clause.tokens
         neg = clause.has(lx.NEGATION_WORDS | lx.EXCLUDE_VERBS | lx.DOWN_WORDS | lx.AWAY_WORDS)
-        only = clause.has(lx.ONLY_WORDS) or (
-            clause.has(frozenset(("nothing", "none"))) and clause.has(frozenset(("but",)))
+        verb = clause.has(
+            lx.SEND_VERBS | lx.EXCLUDE_VERBS | lx.DOWN_WORDS | lx.AWAY_WORDS | lx.WORK_NOUNS
         )
-        except_ = clause.has(lx.EXCEPT_WORDS | {"other"})
+        if neg and not verb:  # "avoid Germany but not Chile": is Chile excluded or spared?
+            raise AmbiguousCommandError(
+                f"{clause.text!r} has no verb: should those regions be excluded too, or stay "
+                "allowed? say 'never use ...' or leave them out"
+            )
+        ex = next((i for i, t in enumerate(toks) if t.kind == "word" and t.low in EXCEPTS), None)
+        if ex is not None:
+            nxt = next((t for t in toks[ex + 1 :] if t.low not in lx.FILLER_WORDS), None)
+            if nxt is None or nxt.kind != "place":
+                raise UnsupportedRuleError(
+                    f"{clause.text!r}: 'except' must name regions (e.g. 'avoid every region "
+                    "except Chile'); for times, say when the rule applies instead"
+                )
+        before = [t for i, t in enumerate(toks) if t.kind == "place" and (ex is None or i < ex)]
+        after = [t for i, t in enumerate(toks) if t.kind == "place" and ex is not None and i > ex]
+        named = self._keys(before)
+        spared = self._keys(after)
+        if ex is not None and neg:  # "avoid America except California", "no region but Chile"
+            scope = named or self.regions
+            kept = tuple(r for r in self.regions if r not in scope or r in spared)
+            return self._result(clause, "allow", kept)
+        if ex is not None:  # "route anywhere except Chile"
+            if named:
+                raise AmbiguousCommandError(
+                    f"{clause.text!r}: use {', '.join(named)} but not {', '.join(spared)}? say "
+                    "'only use ...' or 'never use ...'"
+                )
+            return self._result(clause, "exclude", spared)
         if not named:
             if neg and clause.has(frozenset(lx.ALL_REGIONS_WORDS) | {"everything"}):
                 named = self.regions  # "never route anywhere": left to the feasibility check
@@ -465,22 +499,33 @@ class Reader:
                     f"which region does {clause.text!r} mean? name it: "
                     + ", ".join(lx.display_name(r) for r in self.regions)
                 )
-        if only or (neg and except_):
-            kind = "allow"
-        elif neg or except_:
-            kind = "exclude"
-        elif clause.has(lx.SEND_VERBS) and clause.has(
-            frozenset(("all", "everything", "every", "any"))
-        ):
-            kind = "allow"  # "send everything to Chile"
-        else:
-            raise AmbiguousCommandError(
-                f"should {', '.join(named)} be the only region(s) used, or never used? "
-                f"({clause.text!r}) say 'only' or 'never'"
-            )
-        return ClauseResult(
-            kind, regions=named, time=self._time(clause), reason=clause.reason, text=clause.text
+        only = clause.has(lx.ONLY_WORDS)
+        if only:
+            return self._result(clause, "allow", named)
+        if neg:
+            return self._result(clause, "exclude", named)
+        if clause.has(lx.SEND_VERBS) and clause.has(frozenset(("all", "everything", "every"))):
+            return self._result(clause, "allow", named)  # "send everything to Chile"
+        raise AmbiguousCommandError(
+            f"should {', '.join(named)} be the only region(s) used, or never used? "
+            f"({clause.text!r}) say 'only' or 'never'"
         )
+
+    def _keys(self, places: Sequence[Token]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(k for p in places for k in self.resolve(p, self.regions)))
+
+    def _result(self, clause: Clause, kind: str, regions: tuple[str, ...]) -> ClauseResult:
+        return ClauseResult(
+            kind, regions=regions, time=self._time(clause), reason=clause.reason, text=clause.text
+        )
+
+    def _no_classes(self, clause: Clause, rule: str) -> None:
+        for tok in clause.tokens:
+            if tok.kind == "word" and tok.low in lx.CLASS_WORDS:
+                raise UnsupportedRuleError(
+                    f"{clause.text!r}: a {rule} applies to all work; it cannot be limited to "
+                    f"{tok.orig!r} work (only the latency bound is for interactive work alone)"
+                )
 
     # ---- goals
     def _metrics(self, clause: Clause) -> list[str]:

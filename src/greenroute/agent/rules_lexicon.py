@@ -202,15 +202,19 @@ OVER_WORDS = frozenset(("over", "than", "instead"))
 NEGATION_WORDS = words("not no never none nothing forbid forbids forbidden prohibit")
 EXCLUDE_VERBS = words(
     "avoid avoiding exclude excluding excluded ban banned block blocked skip skipping "
-    "blacklist blacklisted drain disable disabled shun without"
+    "blacklist blacklisted drain disable disabled shun without stop cease halt"
 )
-DOWN_WORDS = words("down offline unavailable outage maintenance closed")
+DOWN_WORDS = words("down offline unavailable outage maintenance closed off off-limits")
+# work classes: only the latency bound is per class (interactive); other rules cover all work
+CLASS_WORDS = words("interactive latency-sensitive urgent deferrable batch background")
+# obligations: "data from Germany has to be processed in Europe" (a residency, not a wish)
+OBLIGATION_WORDS = words("must shall has have needs need required requires")
 EXCEPT_WORDS = frozenset(("except", "excepting", "but", "besides"))
 SEND_VERBS = words(
     "send sending sent route routing routed dispatch dispatching place placing schedule "
     "scheduling run running process processing processed use using move moving forward "
     "forwarding direct serve serving served put shift shifting offload offloading go going "
-    "handle handled handling assign assigning"
+    "handle handled handling assign assigning receive receives get gets accept accepts"
 )
 ONLY_WORDS = frozenset(("only", "exclusively", "solely", "just"))
 STAY_VERBS = frozenset(("stay", "stays", "remain", "remains", "kept", "keep", "confined"))
@@ -242,7 +246,9 @@ VAGUE_ADJECTIVES = words(
 # words that make metric words a goal: "keep costs low", "carbon first", "70 % carbon"
 GOAL_HINTS = words("keep hold low down minimum minimal first priority matters most optimal focus")
 # clause separators that always start a new clause
-STRONG_SEPARATORS = frozenset(("but", "however", "also", "while", "then", "plus", "additionally"))
+STRONG_SEPARATORS = frozenset(("but", "however", "while", "additionally"))
+# joiners like "and": they start a new clause only when a verb follows ("then the carbon")
+SOFT_SEPARATORS = frozenset(("and", "or", "then", "also", "plus"))
 
 FILLER_WORDS = words(
     """a an the our my your their its we you i they please kindly to of in on at for from by
@@ -256,7 +262,7 @@ FILLER_WORDS = words(
     that which who whose so as much possible overall total whenever always time times while
     also there between until till through during compute computing inference capacity server
     servers please let lets let's allowed allow permitted want wants like would prefer
-    our whole entire goal objective target interactive latency-sensitive urgent
+    our whole entire goal objective target both either
     about residency regulation regulations law laws policy compliance legal sovereignty
-    note rule"""
+    note rule limits bounds"""
 )
