@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 
 from greenroute.agent import rules_lexicon as lx
-from greenroute.agent.rules_clauses import ClauseResult, Reader, collapse_reasons, split_clauses
+from greenroute.agent.rules_clauses import Reader
 from greenroute.agent.rules_errors import (
     AmbiguousCommandError,
     ContradictoryCommandError,
@@ -35,6 +35,7 @@ from greenroute.agent.rules_errors import (
 )
 from greenroute.agent.rules_json import RULES_JSON_SCHEMA, ruleset_from_json, ruleset_to_json
 from greenroute.agent.rules_model import GOAL_FIELDS, RuleSet, validate_ruleset
+from greenroute.agent.rules_split import ClauseResult, collapse_reasons, split_clauses
 from greenroute.agent.rules_text import fix_typos, match_places, tokenize
 from greenroute.agent.rules_time import daily_pattern, fmt_offset, fmt_window, resolve
 from greenroute.constraints import ConstraintSet, Exclusion
@@ -86,8 +87,8 @@ def parse_command(
         raise UnrecognizedCommandError("empty command: say what to minimise or which rule to add")
     reader = Reader(regions, origins)
     tokens = collapse_reasons(tokenize(text))
-    fix_typos(tokens, set())
-    tokens = match_places(tokens, reader.places, set())
+    fix_typos(tokens)
+    tokens = match_places(tokens, reader.places)
     clauses = split_clauses(tokens)
     if not clauses:
         raise UnrecognizedCommandError(f"no goal or rule in {text!r}")

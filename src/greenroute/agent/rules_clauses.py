@@ -1,11 +1,9 @@
-"""Clause grammar of the rules parser: split a token list into clauses and read each one.
+"""Clause grammar of the rules parser: read each clause as one goal or rule.
 
-A command is split at sentence punctuation and at "but", "however", "also", "while", ...;
-inside a sentence, at commas, "and" and "or" only where the next piece holds a verb of its own
-("avoid California and Chile" is one clause, "avoid California and minimise cost" two). Each
-clause is then exactly one of: goal, power cap, latency bound, residency, exclusion/allow-list.
-Every word of a clause must play a part in that reading; a word that does not raises an error
-naming it, so no clause is ever dropped.
+Clauses come from :mod:`greenroute.agent.rules_split`. Each is exactly one of: goal
+(:mod:`greenroute.agent.rules_goals`), power cap, latency bound, residency, exclusion or
+allow-list. Every word of a clause must play a part in that reading; a word that does not
+raises an error naming it, so no clause is ever dropped.
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ from __future__ import annotations
 import difflib
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from greenroute.agent import rules_lexicon as lx
 from greenroute.agent.rules_errors import (
@@ -22,179 +19,15 @@ from greenroute.agent.rules_errors import (
     UnrecognizedCommandError,
     UnsupportedRuleError,
 )
+from greenroute.agent.rules_goals import metric_words, read_goal
+from greenroute.agent.rules_split import TIME_KINDS, Clause, ClauseResult, class_words, forbid
 from greenroute.agent.rules_text import Token
 from greenroute.agent.rules_time import ClauseTime
 
-TIME_KINDS = frozenset(("window", "daterange", "date", "relday", "daily", "business", "forspan"))
-SENTENCE_PUNCT = frozenset(";.!?")
-CAP_VERBS = frozenset(("cap", "capped", "limit", "limited", "keep", "keeping", "hold"))
-TRIGGERS = (
-    lx.GOAL_VERBS | lx.MAXIMISE_VERBS | lx.NEGATION_WORDS | lx.EXCLUDE_VERBS | lx.DOWN_WORDS
-    | lx.ONLY_WORDS | lx.STAY_VERBS | lx.LEAVE_VERBS | CAP_VERBS | lx.SEND_VERBS
-    | frozenset(lx.SUPERLATIVE_METRICS) | lx.BALANCED_WORDS
-)  # fmt: skip
-# words that start a new clause even without a comma ("minimise cost without using Chile")
-SPLIT_BEFORE = frozenset(("without", "by"))
 EXCEPTS = lx.EXCEPT_WORDS | {"other"}  # "any region other than Chile"
 PREP_BEFORE_PLACE = lx.words(
     "to in into from of at avoid exclude except outside within inside and or"
 )
-
-
-@functools.lru_cache(maxsize=1)
-def class_words() -> frozenset[str]:
-    """Words with a role in some clause (word classes and fillers; not bare alias parts)."""
-    words: set[str] = set()
-    for name in dir(lx):
-        val = getattr(lx, name)
-        if isinstance(val, frozenset):
-            words |= val
-    words |= set(lx.METRIC_WORDS) | set(lx.SUPERLATIVE_METRICS) | set(lx.ALL_REGIONS_WORDS)
-    return frozenset(words | CAP_VERBS)
-
-
-@dataclass
-class Clause:
-    tokens: list[Token]
-    reason: str = ""
-
-    @property
-    def text(self) -> str:
-        text = " ".join(t.orig if t.kind in ("word", "place") else t.text for t in self.tokens)
-        return text.replace(" ,", ",")
-
-    def words(self) -> list[str]:
-        return [t.low for t in self.tokens if t.kind == "word"]
-
-    def has(self, vocab: frozenset[str] | set[str]) -> bool:
-        return any(t.kind == "word" and t.low in vocab for t in self.tokens)
-
-    def kinds(self, *kinds: str) -> list[Token]:
-        return [t for t in self.tokens if t.kind in kinds]
-
-
-# ----------------------------------------------------------------------------- splitting
-
-
-def collapse_reasons(tokens: list[Token]) -> list[Token]:
-    """``due to a grid alert`` -> one ``reason`` token holding ``a grid alert`` (free text)."""
-    out: list[Token] = []
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        nxt = tokens[i + 1].low if i + 1 < len(tokens) else ""
-        if tok.kind == "word" and (
-            (tok.low in ("due", "owing") and nxt == "to") or tok.low == "because"
-        ):
-            j = i + (2 if tok.low != "because" else 1)
-            if tok.low == "because" and nxt == "of":
-                j += 1
-            k = j
-            while k < len(tokens) and not _ends_reason(tokens, k):
-                k += 1
-            text = " ".join(t.text for t in tokens[j:k])
-            out.append(Token("reason", " ".join(t.text for t in tokens[i:k]), value=text))
-            i = k
-            continue
-        out.append(tok)
-        i += 1
-    return out
-
-
-def _ends_reason(tokens: list[Token], k: int) -> bool:
-    tok = tokens[k]
-    if tok.kind == "punct" and tok.text in ",;.!?":
-        return True
-    if tok.kind == "word" and tok.low in lx.STRONG_SEPARATORS:
-        return True
-    if tok.kind == "word" and tok.low in lx.SOFT_SEPARATORS and k + 1 < len(tokens):
-        return tokens[k + 1].low in TRIGGERS
-    return False
-
-
-def split_clauses(tokens: list[Token]) -> list[Clause]:
-    """Sentences, then pieces joined by commas/and/or that carry a verb of their own."""
-    clauses: list[Clause] = []
-    for sentence in _sentences(tokens):
-        pieces: list[list[Token]] = [[]]
-        for i, tok in enumerate(sentence):
-            sep = (tok.kind == "punct" and tok.text == ",") or (
-                tok.kind == "word" and tok.low in lx.SOFT_SEPARATORS
-            )
-            if sep or (tok.kind == "word" and tok.low in SPLIT_BEFORE and i > 0):
-                pieces.append([] if sep else [tok])
-                if sep:
-                    pieces[-1].append(tok)
-                continue
-            pieces[-1].append(tok)
-        pending: list[Token] = []
-        own: list[list[Token]] = []
-        for piece in pieces:
-            if _has_trigger(piece):
-                own.append(pending + piece)
-                pending = []
-            elif own:
-                own[-1].extend(piece)
-            else:
-                pending.extend(piece)
-        if pending:
-            own.append(pending)
-        for toks in own:
-            toks = _strip_joiners(toks)
-            if toks:
-                reason = " ".join(t.value for t in toks if t.kind == "reason")
-                clauses.append(Clause([t for t in toks if t.kind != "reason"], reason))
-    return clauses
-
-
-def _sentences(tokens: list[Token]) -> list[list[Token]]:
-    out: list[list[Token]] = [[]]
-    prev = ""
-    for tok in tokens:
-        strong = tok.kind == "word" and tok.low in lx.STRONG_SEPARATORS
-        if tok.low == "but" and prev in ("anything", "everything", "nothing", "all", "any"):
-            strong = False  # "anything but Chile"
-        if (tok.kind == "punct" and tok.text in SENTENCE_PUNCT) or strong:
-            out.append([])
-        else:
-            out[-1].append(tok)
-        prev = tok.low if tok.kind == "word" else ""
-    return [s for s in out if s]
-
-
-def _has_trigger(piece: Sequence[Token]) -> bool:
-    return any(
-        (t.kind == "word" and t.low in TRIGGERS) or t.kind in ("power", "duration") for t in piece
-    )
-
-
-def _strip_joiners(toks: list[Token]) -> list[Token]:
-    skip = lx.SOFT_SEPARATORS
-    while toks and ((toks[0].kind == "word" and toks[0].low in skip) or toks[0].text == ","):
-        toks = toks[1:]
-    while toks and ((toks[-1].kind == "word" and toks[-1].low in skip) or toks[-1].text == ","):
-        toks = toks[:-1]
-    return toks
-
-
-# ----------------------------------------------------------------------------- reading
-
-
-@dataclass
-class ClauseResult:
-    """What one clause asks for (the parser merges the results of all clauses)."""
-
-    kind: str  # goal | cap | latency | residency | exclude | allow
-    metrics: list[str] = field(default_factory=list)
-    weights: dict[str, float] | None = None
-    balanced: bool = False
-    regions: tuple[str, ...] = ()  # excluded / allowed / capped regions
-    origins: tuple[str, ...] = ()  # residency origins
-    caps_kw: dict[str, float] = field(default_factory=dict)
-    latency_s: float | None = None
-    time: ClauseTime = field(default_factory=ClauseTime)
-    reason: str = ""
-    text: str = ""
 
 
 class Reader:
@@ -259,10 +92,10 @@ class Reader:
         if places and self._is_residency(clause):
             return self._residency(clause)
         negated = clause.has(lx.NEGATION_WORDS | lx.EXCLUDE_VERBS | lx.DOWN_WORDS)
-        if places or (negated and not self._metrics(clause)):
+        if places or (negated and not metric_words(clause)):
             return self._exclusion(clause)
-        if self._metrics(clause) or clause.has(lx.BALANCED_WORDS):
-            return self._goal(clause)
+        if metric_words(clause) or clause.has(lx.BALANCED_WORDS):
+            return read_goal(clause)
         raise UnrecognizedCommandError(
             f"did not understand {clause.text!r}: it sets no goal (minimise cost, carbon, water, "
             "latency) and no rule (exclude a region, residency, power cap, latency bound)"
@@ -283,18 +116,6 @@ class Reader:
             setattr(ct, attr, val)
         return ct
 
-    def _forbid(self, clause: Clause, kinds: Sequence[str], rule: str) -> None:
-        for tok in clause.kinds(*kinds):
-            if tok.kind in TIME_KINDS:
-                raise UnsupportedRuleError(
-                    f"a {rule} cannot have a time window ({tok.text!r} in {clause.text!r}); "
-                    "only exclusions can"
-                )
-            raise UnrecognizedCommandError(
-                f"{tok.text!r} has no place in the {rule} {clause.text!r}; put goals and rules "
-                "in separate clauses (joined by 'and' or a comma)"
-            )
-
     def _no_metrics(self, clause: Clause, rule: str, allow: frozenset[str] = frozenset()) -> None:
         for tok in clause.tokens:
             if tok.kind == "word" and (
@@ -309,7 +130,7 @@ class Reader:
 
     # ---- power caps
     def _cap(self, clause: Clause) -> ClauseResult:
-        self._forbid(clause, (*TIME_KINDS, "duration", "pct", "num"), "power cap")
+        forbid(clause, (*TIME_KINDS, "duration", "pct", "num"), "power cap")
         self._no_metrics(clause, "power cap")
         self._no_classes(clause, "power cap")
         powers = clause.kinds("power")
@@ -338,7 +159,7 @@ class Reader:
 
     # ---- latency bound
     def _latency(self, clause: Clause) -> ClauseResult:
-        self._forbid(clause, (*TIME_KINDS, "power", "pct", "num"), "latency bound")
+        forbid(clause, (*TIME_KINDS, "power", "pct", "num"), "latency bound")
         if clause.has(frozenset(("ttft",))):
             raise UnsupportedRuleError(
                 f"{clause.text!r}: a TTFT bound is an SLO, not a routing rule; hard latency "
@@ -390,7 +211,7 @@ class Reader:
         return stay and len(idx) >= 2
 
     def _residency(self, clause: Clause) -> ClauseResult:
-        self._forbid(clause, (*TIME_KINDS, "power", "duration", "pct", "num"), "residency rule")
+        forbid(clause, (*TIME_KINDS, "power", "duration", "pct", "num"), "residency rule")
         self._no_metrics(clause, "residency rule")
         self._no_classes(clause, "residency rule")
         toks = clause.tokens
@@ -449,7 +270,7 @@ class Reader:
 
     # ---- exclusions and allow-lists
     def _exclusion(self, clause: Clause) -> ClauseResult:
-        self._forbid(clause, ("power", "duration", "pct", "num"), "exclusion")
+        forbid(clause, ("power", "duration", "pct", "num"), "exclusion")
         self._no_metrics(clause, "exclusion")
         self._no_classes(clause, "exclusion")
         for tok in clause.tokens:
@@ -526,89 +347,6 @@ class Reader:
                     f"{clause.text!r}: a {rule} applies to all work; it cannot be limited to "
                     f"{tok.orig!r} work (only the latency bound is for interactive work alone)"
                 )
-
-    # ---- goals
-    def _metrics(self, clause: Clause) -> list[str]:
-        return [
-            t.low for t in clause.tokens
-            if t.kind == "word"
-            and (t.low in lx.METRIC_WORDS or t.low in lx.SUPERLATIVE_METRICS
-                 or t.low in lx.ENERGY_WORDS)
-        ]  # fmt: skip
-
-    def _goal(self, clause: Clause) -> ClauseResult:
-        self._forbid(clause, (*TIME_KINDS, "place", "power", "duration"), "goal")
-        if clause.has(lx.NEGATION_WORDS | lx.EXCLUDE_VERBS):
-            raise UnsupportedRuleError(
-                f"{clause.text!r}: a goal cannot be negated; name what to minimise "
-                "(cost, carbon, water, latency)"
-            )
-        toks = [t for t in clause.tokens if t.kind in ("word", "pct", "num")]
-        maximise = clause.has(lx.MAXIMISE_VERBS)
-        hint = clause.has(
-            lx.GOAL_VERBS | lx.MAXIMISE_VERBS | lx.GOAL_HINTS | lx.BALANCED_WORDS
-            | frozenset(lx.SUPERLATIVE_METRICS) | lx.CAP_WORDS
-        ) or any(t.kind in ("pct", "num") for t in toks)  # fmt: skip
-        if not hint:
-            raise UnrecognizedCommandError(
-                f"what should happen to {clause.text!r}? say e.g. 'minimise {clause.text}'"
-            )
-        seq: list[tuple[int, str]] = []  # (token index, metric field)
-        dropped = False
-        for i, t in enumerate(toks):
-            if t.kind != "word":
-                continue
-            if t.low in lx.OVER_WORDS:
-                dropped = True  # "carbon over cost": what follows is not a goal
-                continue
-            nxt = toks[i + 1].low if i + 1 < len(toks) else ""
-            if t.low in lx.ENERGY_WORDS:
-                if nxt in lx.METRIC_WORDS:
-                    continue  # "energy cost", "power bill"
-                raise AmbiguousCommandError(
-                    f"minimise {t.orig!r}: its cost (cost) or its emissions (carbon)? "
-                    "say 'energy cost' or 'carbon'"
-                )
-            field_ = lx.METRIC_WORDS.get(t.low) or lx.SUPERLATIVE_METRICS.get(t.low)
-            if field_ is None:
-                continue
-            if maximise and t.low not in ("speed", "performance", "responsiveness", "savings"):
-                raise AmbiguousCommandError(
-                    f"maximise {t.orig!r}? goals minimise cost, carbon, water and latency "
-                    "(say 'maximise speed' or 'maximise savings')"
-                )
-            if t.low == "savings" and i > 0 and toks[i - 1].low in lx.METRIC_WORDS:
-                continue  # "carbon savings": the metric is the word before
-            if not dropped:
-                seq.append((i, field_))
-        numbers = [(i, t.value) for i, t in enumerate(toks) if t.kind in ("pct", "num")]
-        weights = self._pair(clause, toks, seq, numbers) if numbers else None
-        metrics = list(dict.fromkeys(f for _, f in seq))
-        balanced = clause.has(lx.BALANCED_WORDS) and not metrics
-        if not metrics and not balanced:
-            raise AmbiguousCommandError(
-                f"what should {clause.text!r} minimise: cost, carbon, water or latency?"
-            )
-        return ClauseResult(
-            "goal", metrics=metrics, weights=weights, balanced=balanced, text=clause.text
-        )
-
-    def _pair(self, clause, toks, seq, numbers) -> dict[str, float]:
-        if len(numbers) != len(seq):
-            raise AmbiguousCommandError(
-                f"{clause.text!r} gives {len(numbers)} numbers for {len(seq)} goals; write "
-                "e.g. '70 % carbon, 30 % cost'"
-            )
-        before = all(ni < mi for (ni, _), (mi, _) in zip(numbers, seq, strict=True))
-        after = all(ni > mi for (ni, _), (mi, _) in zip(numbers, seq, strict=True))
-        if not (before or after):
-            raise AmbiguousCommandError(f"which number goes with which goal in {clause.text!r}?")
-        out: dict[str, float] = {}
-        for (_, val), (_, f) in zip(numbers, seq, strict=True):
-            if f in out:
-                raise AmbiguousCommandError(f"{f} is weighted twice in {clause.text!r}")
-            out[f] = float(val)
-        return out
 
 
 @functools.lru_cache(maxsize=64)

@@ -148,7 +148,7 @@ def tokenize(text: str) -> list[Token]:
     text = re.sub(r"'s\b|s'(?=\s)", " ", text)
     out: list[Token] = []
     for m in TOKEN_RE.finditer(text):
-        kind = m.lastgroup if m.lastgroup in _KINDS else _kind_of(m)
+        kind = m.lastgroup
         raw = m.group(0)
         if kind == "label":
             continue  # "(Node 1)": the operator's own label; the region name decides
@@ -183,16 +183,6 @@ def tokenize(text: str) -> list[Token]:
             continue
         out.append(tok)
     return out
-
-
-_KINDS = lx.words(
-    "label window until daterange date relday daily business forspan power duration pct num "
-    "word punct"
-)
-
-
-def _kind_of(m: re.Match) -> str:  # pragma: no cover - every alternative is named
-    return "word"
 
 
 def _split_word(raw: str) -> list[Token]:
@@ -279,11 +269,11 @@ def _meaning(word: str) -> str:
     return word
 
 
-def fix_typos(tokens: list[Token], skip: set[int]) -> None:
-    """Correct unknown words in place (not those at indices in ``skip``: reasons, free text)."""
+def fix_typos(tokens: list[Token]) -> None:
+    """Correct unknown words in place (``reason`` tokens are free text and stay as written)."""
     known = known_words()
-    for i, tok in enumerate(tokens):
-        if i in skip or tok.kind != "word" or tok.low in known:
+    for tok in tokens:
+        if tok.kind != "word" or tok.low in known:
             continue
         if tok.text in lx.case_sensitive_places():
             continue
@@ -292,13 +282,13 @@ def fix_typos(tokens: list[Token], skip: set[int]) -> None:
             tok.fixed_from, tok.low = tok.text, fixed
 
 
-def match_places(tokens: list[Token], places: dict[str, lx.Place], skip: set[int]) -> list[Token]:
+def match_places(tokens: list[Token], places: dict[str, lx.Place]) -> list[Token]:
     """Merge word runs that spell a place alias into one ``place`` token (longest first)."""
     out: list[Token] = []
     i = 0
     while i < len(tokens):
         tok = tokens[i]
-        if tok.kind != "word" or i in skip:
+        if tok.kind != "word":
             out.append(tok)
             i += 1
             continue

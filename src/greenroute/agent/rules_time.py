@@ -168,10 +168,8 @@ def _span_days(
             days = [ref.date() + dt.timedelta(days=k) for k in range(n_days)]
         else:
             days = _range(ct.daterange, ref, now)
-        if weekdays_only:
-            tz = _zone(region, True, now)
+        if weekdays_only:  # days are the region's local dates (business hours are local)
             days = [d for d in days if d.weekday() not in WEEKEND]
-            del tz
         if horizon_s is not None:
             days = [d for d in days if (_at(d, 0.0, UTC) - ref).total_seconds() < horizon_s]
         return days
