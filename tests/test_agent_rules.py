@@ -338,3 +338,14 @@ def test_json_errors_match_the_parser_errors(patch, cls, needle):
 def test_json_text_that_is_not_json():
     with pytest.raises(RuleJSONError, match="not valid JSON"):
         ruleset_from_json("{goal: cost", G3)
+
+
+def test_origins_other_than_regions_and_data_dir_region_ids():
+    # a scenario whose only origin is California: Europe holds no origin
+    with pytest.raises(UnknownRegionError, match="no origin of this scenario is in Europe"):
+        parse_command("European data must stay in Europe", G3, NOW, origins=(CAL,))
+    rs = parse_command("California data must stay in Europe", G3, NOW, origins=(CAL,))
+    assert rs == RS(res={CAL: [DE]})
+    # a region a data directory adds is named by its id (case-insensitive)
+    rs = parse_command("avoid xx-test and minimise cost", (DE, "XX-TEST"), NOW)
+    assert rs == RS(W(cost=1), [X("XX-TEST")])

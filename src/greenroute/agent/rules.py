@@ -86,7 +86,7 @@ def parse_command(
     if not text or not text.strip():
         raise UnrecognizedCommandError("empty command: say what to minimise or which rule to add")
     reader = Reader(regions, origins)
-    tokens = collapse_reasons(tokenize(text))
+    tokens = collapse_reasons(tokenize(text, frozenset(r.lower() for r in regions + origins)))
     fix_typos(tokens)
     tokens = match_places(tokens, reader.places)
     clauses = split_clauses(tokens)

@@ -138,8 +138,11 @@ def _unit(text: str, table: dict[str, float]) -> float:
     raise ValueError(u)
 
 
-def tokenize(text: str) -> list[Token]:
-    """Split ``text`` into tokens (quantities and times parsed; words lower-cased in ``low``)."""
+def tokenize(text: str, keep: frozenset[str] = frozenset()) -> list[Token]:
+    """Split ``text`` into tokens (quantities and times parsed; words lower-cased in ``low``).
+
+    Hyphenated words stay whole when the lexicon or ``keep`` (lower-case scenario ids) knows
+    them, and split into their parts otherwise."""
     text = text.replace("’", "'").replace("‘", "'")
     text = re.sub(r"\b(can)'?t\b", r"\1 not", text, flags=re.I)
     text = re.sub(r"\bwon'?t\b", "will not", text, flags=re.I)
@@ -179,16 +182,16 @@ def tokenize(text: str) -> list[Token]:
             if raw == "&":
                 tok = Token("word", raw, "and")
         elif kind == "word":
-            out.extend(_split_word(raw))
+            out.extend(_split_word(raw, keep))
             continue
         out.append(tok)
     return out
 
 
-def _split_word(raw: str) -> list[Token]:
+def _split_word(raw: str, keep: frozenset[str]) -> list[Token]:
     """A hyphenated word the lexicon does not know splits into its parts (``lowest-carbon``)."""
     low = raw.lower()
-    known = low in known_words() or low in lx.catalog_places()
+    known = low in known_words() or low in lx.catalog_places() or low in keep
     if "-" in low and not known and raw not in lx.case_sensitive_places():
         return [Token("word", part, part.lower()) for part in raw.split("-") if part]
     return [Token("word", raw, low)]
