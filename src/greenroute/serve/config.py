@@ -101,6 +101,7 @@ class UpstreamPolicyConfig:
     cooldown_s: float = 10.0  # ejected at least this long; a health check re-admits it
     health_interval_s: float = 5.0
     health_path: str = "/v1/models"
+    queue_timeout_s: float = 30.0  # wait this long for a free slot when every region is full
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ client keys and rate limits, and the background tasks (epoch planning, health ch
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import ipaddress
 import time
@@ -30,6 +31,8 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self.pool = UpstreamPool(cfg)
         self.pool.on_eject = self._on_eject
+        self.pool.on_release = self._on_release
+        self._waiters: collections.deque[asyncio.Future] = collections.deque()
         t0 = clock()
         self.hub = SignalHub([build_provider(p, t0) for p in cfg.providers], cfg.providers,
                              on_event=self._on_signal_event)  # fmt: skip
@@ -86,6 +89,23 @@ class Gateway:
         region = self.cfg.region_names[up.region]
         self.metrics.healthy.labels(region, up.name).set(0 if ejected else 1)
         self.metrics.fallbacks.labels("ejection" if ejected else "readmission").inc()
+
+    def _on_release(self) -> None:
+        while self._waiters:  # wake the oldest request waiting for a slot
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+
+    async def wait_for_slot(self, timeout_s: float) -> bool:
+        """Wait (first come, first served) until a slot is freed; False on timeout."""
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+            return True
+        except TimeoutError:
+            return False
 
     def _on_signal_event(self, kind: str, provider: str, region: str) -> None:
         self.metrics.signal_events.labels(kind, provider, region).inc()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -77,6 +78,13 @@ class GatewayMetrics:
         self.plan_rejected = Counter("greenroute_plan_rejections_total", "Plans replaced by "
                                      "the safe plan (invalid or failing policy)",
                                      registry=reg)  # fmt: skip
+
+        self.overhead_samples: deque[float] | None = None  # set to a deque to keep samples
+
+    def observe_overhead(self, seconds: float) -> None:
+        self.overhead.observe(seconds)
+        if self.overhead_samples is not None:
+            self.overhead_samples.append(seconds)
 
     def export(self) -> bytes:
         return generate_latest(self.registry)

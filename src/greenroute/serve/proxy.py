@@ -58,6 +58,7 @@ class _Ctx:
     client: str | None
     tokens: tuple[int, int]
     attempts: list[dict] = field(default_factory=list)
+    queued_s: float = 0.0  # time spent waiting for a free slot (not gateway overhead)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -124,14 +125,13 @@ async def _forward(ctx: _Ctx, body: bytes) -> Response:
     last_error = ""
     for attempt in range(pol.max_attempts):
         try:
-            choice, check = gw.router.choose(ctx.origin, ctx.cls, ctx.model, ctx.wall_s,
-                                             tried, ctx.tokens)  # fmt: skip
+            choice, check = await _choose(ctx, tried)
         except GatewayHTTPError as err:
             if attempt > 0 and err.status == 503:  # nowhere left to retry
                 break
             raise
         if attempt == 0:
-            gw.metrics.overhead.observe(time.perf_counter() - ctx.t_recv)
+            gw.metrics.observe_overhead(time.perf_counter() - ctx.t_recv - ctx.queued_s)
             if choice.fallback:
                 gw.metrics.fallbacks.labels(choice.fallback).inc()
         else:
@@ -151,6 +151,27 @@ async def _forward(ctx: _Ctx, body: bytes) -> Response:
                 await asyncio.sleep(pol.backoff_s * (2**attempt))
     raise GatewayHTTPError(502, f"no upstream answered after {len(ctx.attempts)} attempt(s); "
                            f"last: {last_error}", "upstream_error", "upstream_failed")  # fmt: skip
+
+
+async def _choose(ctx: _Ctx, tried: list[int]):
+    """The router's choice; when every allowed upstream is at capacity, wait for a freed
+    slot (in arrival order) up to ``queue_timeout_s``, then answer 503."""
+    gw = ctx.gw
+    deadline = time.monotonic() + gw.cfg.upstream.queue_timeout_s
+    while True:
+        try:
+            return gw.router.choose(ctx.origin, ctx.cls, ctx.model, ctx.wall_s, tried,
+                                    ctx.tokens)  # fmt: skip
+        except GatewayHTTPError as err:
+            left = deadline - time.monotonic()
+            if err.code != "capacity_exhausted" or left <= 0:
+                raise
+            gw.metrics.fallbacks.labels("queued-for-capacity").inc()
+            t = time.perf_counter()
+            freed = await gw.wait_for_slot(left)
+            ctx.queued_s += time.perf_counter() - t
+            if not freed:
+                raise
 
 
 def _upstream_request(ctx: _Ctx, choice: Choice, body: bytes) -> httpx.Request:

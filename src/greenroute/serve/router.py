@@ -59,6 +59,11 @@ class Router:
             lp.reset(reg)
             self.local.append(lp)
         self._mask_cache: dict[tuple[int, ...], np.ndarray] = {}
+        self._check_cache: dict[tuple, tuple[np.ndarray, RuleCheck]] = {}
+        self._ridx = {r: i for i, r in enumerate(self.regions)}
+        # model indices some upstream of each region is configured to serve
+        self._hosts = [frozenset(self.model_index[m] for u in ups for m in u.models)
+                       for ups in pool.by_region]  # fmt: skip
         self._rng = random.Random(cfg.seed)
         self._n = 0
         self.state: PlanState | None = None
@@ -78,7 +83,13 @@ class Router:
         return mask, active
 
     def rule_check(self, origin: int, cls: int, wall_s: float) -> tuple[np.ndarray, RuleCheck]:
+        """The rules' row ``[R]`` for this origin and class now, and its description (both
+        cached per set of active exclusions: read-only)."""
         mask, active = self.allowed_now(wall_s)
+        key = (active, origin, cls)
+        hit = self._check_cache.get(key)
+        if hit is not None:
+            return hit
         row = mask[cls, origin]
         cs = self.cfg.constraints
         res = cs.residency.get(self.origins[origin])
@@ -89,6 +100,7 @@ class Router:
             residency=sorted(res) if res is not None else None,
             latency_bound_ms=bound * 1e3 if bound is not None and cls == 0 else None,
         )
+        self._check_cache[key] = (row, check)
         return row, check
 
     def _reject(self, origin: int, cls: int, check: RuleCheck) -> None:
@@ -120,10 +132,9 @@ class Router:
         if m is None:
             raise model_not_found(model, self.models)
         row, check = self.rule_check(origin, cls, wall_s)
-        if not row.any():
+        if not check.allowed_regions:
             self._reject(origin, cls, check)
-        serving = [r for r in np.flatnonzero(row)
-                   if any(model in u.models for u in self.pool.by_region[r])]  # fmt: skip
+        serving = [r for r in self._region_index(check.allowed_regions) if m in self._hosts[r]]
         if not serving:
             where = [r for r, ups in zip(self.regions, self.pool.by_region, strict=True)
                      if any(model in u.models for u in ups)]  # fmt: skip
@@ -139,10 +150,13 @@ class Router:
             if f > 0:
                 free[r] = f
         if not free:
-            raise unavailable(
-                f"no upstream can take a {model!r} request now (allowed regions "
-                f"{[self.regions[r] for r in serving]}: all down, full or already tried)"
-            )
+            names = [self.regions[r] for r in serving]
+            if any(self._can_take(u, model, tried, room=False)
+                   for r in serving for u in self.pool.by_region[r]):  # fmt: skip
+                raise unavailable(f"every upstream of {names} serving {model!r} is at its "
+                                  "capacity", "capacity_exhausted")  # fmt: skip
+            raise unavailable(f"no upstream can take a {model!r} request now (allowed regions "
+                              f"{names}: all down or already tried)")  # fmt: skip
         state = self.state
         shares = state.plan.route[cls, origin] if state is not None else np.zeros(len(row))
         cand = list(free)
@@ -156,9 +170,12 @@ class Router:
         return Choice(region, up, tuple(float(s) for s in shares),
                       tuple(bool(a) for a in row), fallback), check  # fmt: skip
 
-    def _can_take(self, u: Upstream, model: str, tried: Sequence[int]) -> bool:
+    def _region_index(self, names: list[str]) -> list[int]:
+        return [self._ridx[n] for n in names]
+
+    def _can_take(self, u: Upstream, model: str, tried: Sequence[int], room: bool = True) -> bool:
         return (not u.ejected and model in u.models and u.index not in tried
-                and u.in_flight < u.usable_slots)  # fmt: skip
+                and (u.in_flight < u.usable_slots or not room))  # fmt: skip
 
     def _sample(self, cand: list[int], weights: list[float]) -> int:
         total = sum(weights)

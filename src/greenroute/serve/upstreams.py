@@ -67,6 +67,7 @@ class UpstreamPool:
                 mine.append(up)
             self.by_region.append(mine)
         self.on_eject: Callable[[Upstream, bool], None] | None = None  # (upstream, ejected)
+        self.on_release: Callable[[], None] | None = None  # a slot was freed
 
     # ------------------------------------------------------------------ capacity
     def set_power_fractions(self, frac: np.ndarray) -> None:
@@ -96,6 +97,8 @@ class UpstreamPool:
         up.start_sum_s -= started
         if up.in_flight == 0:
             up.start_sum_s = 0.0  # no drift from float sums
+        if self.on_release is not None:
+            self.on_release()
 
     def success(self, up: Upstream, duration_s: float | None, ttfb_s: float | None) -> None:
         up.failures = 0

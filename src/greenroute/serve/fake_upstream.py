@@ -1,0 +1,183 @@
+"""A fake OpenAI-compatible upstream and a uvicorn-in-a-thread runner (loopback), for the
+gateway's tests, demos and its overhead benchmark (``python -m greenroute.serve.overhead``).
+
+``python -m greenroute.serve.fake_upstream --port 9001 --name de-1`` serves one."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+
+@dataclass
+class FakeUpstream:
+    """An upstream that answers every completion with its own name in ``system_fingerprint``.
+
+    ``mode``: ``ok``; ``fail`` (HTTP 500); ``die-mid-stream`` (streams two chunks then drops
+    the connection); ``empty`` (200 with an empty body)."""
+
+    name: str
+    mode: str = "ok"
+    chunks: int = 3
+    delay_s: float = 0.0
+    served: int = 0
+    bodies: list = field(default_factory=list)
+    healthy: bool = True
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[
+            Route("/v1/chat/completions", self.chat, methods=["POST"]),
+            Route("/v1/completions", self.completions, methods=["POST"]),
+            Route("/v1/models", self.models, methods=["GET"]),
+        ])  # fmt: skip
+
+    async def models(self, request: Request) -> Response:
+        if not self.healthy:
+            return JSONResponse({"error": "down"}, status_code=503)
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [{"id": "tiny", "object": "model", "created": 0, "owned_by": "fake"}],
+            }
+        )
+
+    async def chat(self, request: Request) -> Response:
+        return await self._answer(request, "chat")
+
+    async def completions(self, request: Request) -> Response:
+        return await self._answer(request, "text")
+
+    async def _answer(self, request: Request, kind: str) -> Response:
+        body = await request.body()
+        self.bodies.append(body)
+        if self.mode == "fail":
+            return JSONResponse({"error": {"message": "boom"}}, status_code=500)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        self.served += 1
+        payload = json.loads(body)
+        if self.mode == "empty":
+            return Response(b"", status_code=200, media_type="text/event-stream")
+        if payload.get("stream"):
+            return StreamingResponse(self._events(kind, payload["model"]),
+                                     media_type="text/event-stream")  # fmt: skip
+        if kind == "chat":
+            out = {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": payload["model"],
+                "system_fingerprint": self.name,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": f"hello from {self.name}"},
+                    }
+                ],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+            }
+        else:
+            out = {
+                "id": "cmpl-1",
+                "object": "text_completion",
+                "created": 1,
+                "model": payload["model"],
+                "system_fingerprint": self.name,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "logprobs": None,
+                        "text": f"hello from {self.name}",
+                    }
+                ],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+            }
+        return JSONResponse(out, headers={"x-fake-upstream": self.name})
+
+    async def _events(self, kind: str, model: str):
+        for i in range(self.chunks):
+            if self.mode == "die-mid-stream" and i == 2:
+                raise RuntimeError("upstream died mid-stream")  # uvicorn drops the connection
+            if kind == "chat":
+                ev = {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion.chunk",
+                    "created": 1,
+                    "model": model,
+                    "system_fingerprint": self.name,
+                    "choices": [
+                        {"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}
+                    ],
+                }
+            else:
+                ev = {
+                    "id": "cmpl-1",
+                    "object": "text_completion",
+                    "created": 1,
+                    "model": model,
+                    "system_fingerprint": self.name,
+                    "choices": [
+                        {"index": 0, "text": f"t{i} ", "finish_reason": None, "logprobs": None}
+                    ],
+                }
+            yield f"data: {json.dumps(ev)}\n\n".encode()
+            await asyncio.sleep(0)
+        yield b"data: [DONE]\n\n"
+
+
+class ServerThread:
+    """``uvicorn`` serving ``app`` on 127.0.0.1 and an ephemeral port, in a thread."""
+
+    def __init__(self, app, port: int = 0) -> None:
+        self.config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error",
+                                     access_log=False, lifespan="auto",
+                                     timeout_graceful_shutdown=1)  # fmt: skip
+        self.server = uvicorn.Server(self.config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.port = 0
+
+    def start(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("server did not start")
+            time.sleep(0.01)
+        self.port = self.server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self, force: bool = False) -> None:
+        """Shut down (``force``: without waiting for open connections, as a crash would)."""
+        self.server.should_exit = True
+        self.server.force_exit = force
+        self.thread.join(timeout=10)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--port", type=int, default=9001)
+    ap.add_argument("--name", default="fake")
+    args = ap.parse_args(argv)
+    uvicorn.run(FakeUpstream(args.name).app(), host="127.0.0.1", port=args.port,
+                log_level="warning")  # fmt: skip
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
