@@ -263,3 +263,20 @@ def test_notebook_views(results):
     assert len(cmp.plot("pareto").data) == 2 * len(POLICIES)
     with pytest.raises(ConfigError, match="valid choices"):
         cmp.plot("pie")
+
+
+def test_matplotlib_redraw_keeps_panels_and_values(sweep_dir):
+    from greenroute.bench.report_figures import metric_bars_figure, shares_figure
+    from greenroute.bench.report_static import to_matplotlib
+
+    inp = load_dir(sweep_dir)
+    fig = metric_bars_figure(inp).fig
+    axes = to_matplotlib(fig).axes
+    assert len(axes) == 6
+    for ax, bar in zip(axes, fig.data, strict=True):
+        assert [p.get_height() for p in ax.patches] == pytest.approx(list(bar.y))
+        assert [t.get_text() for t in ax.get_xticklabels()] == POLICIES
+    shares = to_matplotlib(shares_figure(inp).fig).axes
+    assert len(shares) == len(POLICIES)
+    for ax in shares:  # stacked shares reach 100 % where anything was dispatched
+        assert ax.collections[-1].get_paths()[0].vertices[:, 1].max() == pytest.approx(100)

@@ -212,7 +212,7 @@ def _check_image_out(out: Path, force: bool) -> None:
 def write_images(figures: list[Figure], out: Path, fmt: str) -> str:
     """Write each figure as ``SLUG.FMT`` into a new directory ``out`` (atomically); returns
     the engine used: kaleido (plotly's exporter, needs Chrome) or matplotlib (redrawn)."""
-    from greenroute.bench.report_static import save_figure
+    from greenroute.bench.report_static import save_figures
 
     parent = out.parent
     parent.mkdir(parents=True, exist_ok=True)
@@ -220,7 +220,8 @@ def write_images(figures: list[Figure], out: Path, fmt: str) -> str:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        engines = [save_figure(f.fig, tmp / f"{f.slug}.{fmt}", fmt) for f in figures]
+        paths = [tmp / f"{f.slug}.{fmt}" for f in figures]
+        engine = save_figures([f.fig for f in figures], paths, fmt)
         listing = [{"file": f"{f.slug}.{fmt}", "title": f.title, "caption": f.caption}
                    for f in figures]  # fmt: skip
         (tmp / IMAGE_MARKER).write_text(json.dumps({"figures": listing}, indent=2))
@@ -230,7 +231,7 @@ def write_images(figures: list[Figure], out: Path, fmt: str) -> str:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return ", ".join(sorted(set(engines)))
+    return engine
 
 
 def make_report(

@@ -22,15 +22,19 @@ DEFAULT_WIDTH_PX = 1100
 PNG_SCALE = 2  # PNG resolution multiplier (print quality)
 
 
-def save_figure(fig, path: Path, fmt: str) -> str:
-    """Write ``fig`` to ``path``; returns the engine that did it."""
+def save_figures(figs: list, paths: list[Path], fmt: str) -> str:
+    """Write each figure to its path; returns the engine that did it (kaleido draws them all
+    with one Chrome; matplotlib redraws them where kaleido cannot run)."""
     try:
         import kaleido  # noqa: F401
+        import plotly.io as pio
 
-        fig.write_image(str(path), format=fmt, width=_width(fig), scale=PNG_SCALE)
+        pio.write_images(figs, [str(p) for p in paths], format=fmt,
+                         width=[_width(f) for f in figs], scale=PNG_SCALE)  # fmt: skip
         return "kaleido"
     except Exception:  # not installed, or no Chrome it can start: redraw with matplotlib
-        path.unlink(missing_ok=True)
+        for p in paths:
+            p.unlink(missing_ok=True)
     try:
         import matplotlib
 
@@ -40,7 +44,8 @@ def save_figure(fig, path: Path, fmt: str) -> str:
             f"--format {fmt} needs kaleido with Chrome, or matplotlib (pip install "
             "matplotlib); neither is usable here"
         ) from None
-    to_matplotlib(fig).savefig(path, format=fmt, dpi=DPI * PNG_SCALE)
+    for fig, path in zip(figs, paths, strict=True):
+        to_matplotlib(fig).savefig(path, format=fmt, dpi=DPI * PNG_SCALE)
     return "matplotlib"
 
 
