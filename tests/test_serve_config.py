@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("yaml")
+yaml = pytest.importorskip("yaml")
 
-from greenroute.serve.config import GatewayConfigError, load_config, parse_config
-from greenroute.serve.security import (
+from greenroute.serve.config import GatewayConfigError, load_config, parse_config  # noqa: E402
+from greenroute.serve.security import (  # noqa: E402
     ClientKey,
     KeyStore,
     RateLimiter,
     TokenBucket,
     hash_api_key,
 )
-from serve_fakes import gateway_dict
+from serve_fakes import gateway_dict  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "gateway.yaml"
 
@@ -105,3 +105,26 @@ def test_token_bucket_refills_at_its_rate():
     one = ClientKey("one", hash_api_key("y"), rate_rps=1.0)  # burst defaults to 1
     first = lim.check(one)
     assert first == 0.0 and lim.check(one) > 0.0
+
+
+def test_cli_check_lists_every_problem(tmp_path):
+    from typer.testing import CliRunner
+
+    from greenroute.cli import app
+
+    good = tmp_path / "gw.yaml"
+    good.write_text(yaml.safe_dump(gateway_dict({"DE-LU": ["http://127.0.0.1:1"]})))
+    res = CliRunner().invoke(app, ["serve", "--config", str(good), "--check"])
+    assert res.exit_code == 0, res.output
+    assert "ok (1 regions, 2 origins)" in res.output
+    raw = gateway_dict({"DE-LU": ["http://127.0.0.1:1"]})
+    raw["epoch_s"] = 0
+    raw["default_origin"] = "mars"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(raw))
+    res = CliRunner().invoke(app, ["serve", "--config", str(bad), "--check"])
+    assert res.exit_code == 2
+    lines = [ln for ln in res.output.splitlines() if ln.startswith("error:")]
+    assert lines[0] == f"error: {bad}: epoch_s: must be > 0, got 0"
+    assert lines[1].startswith(f"error: {bad}: default_origin: unknown origin 'mars'")
+    assert len(lines) == 2

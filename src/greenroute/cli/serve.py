@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from greenroute.cli.app import app, err_console
-from greenroute.cli.errors import user_errors
+from greenroute.cli.errors import USER_ERROR_EXIT_CODE, print_error, user_errors
 from greenroute.core.errors import ConfigError
 
 SERVE_EXTRA = ("fastapi", "uvicorn", "httpx", "prometheus_client", "yaml")
@@ -44,11 +44,18 @@ def serve(
 ) -> None:
     """Run the OpenAI-compatible gateway that routes live traffic with a geo policy."""
     _need_serve_extra()
-    from greenroute.serve.config import load_config
+    from greenroute.serve.config import GatewayConfigError, load_config
 
-    cfg = load_config(config, data_dir=data_dir)
+    try:
+        cfg = load_config(config, data_dir=data_dir)
+    except GatewayConfigError as err:  # every problem on its own line
+        for problem in err.problems:
+            print_error(problem)
+        raise typer.Exit(USER_ERROR_EXIT_CODE) from None
     if check:
-        err_console.print(f"{config}: ok ({len(cfg.regions)} regions, {len(cfg.origins)} origins)")
+        err_console.print(
+            f"{config}: ok ({len(cfg.regions)} regions, {len(cfg.origins)} origins)", soft_wrap=True
+        )
         return
     import uvicorn
 
