@@ -4,7 +4,7 @@ The Python API: :func:`run`, :func:`compare`, :func:`run_manifest`; registries f
 (:func:`register_geo_policy`) and scenarios (:func:`register_scenario`).
 """
 
-from greenroute.api import compare, run, run_manifest
+from greenroute.api import compare, results, run, run_manifest, sweep
 from greenroute.constraints import ConstraintSet, Exclusion
 from greenroute.core.types import (
     ClusterInfo,
@@ -41,7 +41,9 @@ __all__ = [
     "make_geo_policy",
     "register_geo_policy",
     "register_scenario",
+    "results",
     "run",
     "run_manifest",
     "scenario_names",
+    "sweep",
 ]

@@ -29,8 +29,10 @@ __all__ = [
     "reference_scales",
     "report",
     "resolve_scenario",
+    "results",
     "run",
     "run_manifest",
+    "sweep",
 ]
 # oracle savings below this share of local-only's value make "share of the oracle's savings
 # captured" meaningless (a ratio of two numbers near zero): reported NaN with a note
@@ -331,3 +333,44 @@ def report(
     if isinstance(source, list | tuple):
         source = from_results(source)
     return make_report(source, out, fmt=fmt, force=force)
+
+
+def sweep(
+    spec: str | Path | dict,
+    *,
+    store: str | Path | None = None,
+    backend: str = "ray",
+    address: str | None = None,
+    workers: int | None = None,
+    limit: int | None = None,
+):
+    """Run a sweep (a YAML spec file, or the same mapping) into the result store; cells
+    already there are skipped. See :mod:`greenroute.bench.sweep_spec` for the spec and
+    :func:`greenroute.bench.sweep.run_sweep` for the arguments; returns a ``SweepSummary``."""
+    from greenroute.bench.sweep import run_sweep
+    from greenroute.bench.sweep_spec import load_spec, parse_spec
+
+    sp = parse_spec(spec) if isinstance(spec, dict) else load_spec(spec)
+    return run_sweep(
+        sp, store=store, backend=backend, address=address, workers=workers, limit=limit
+    )
+
+
+def results(
+    where: str | None = None,
+    *,
+    metrics: Sequence[str] | None = None,
+    sweep: str | None = None,
+    include_failed: bool = False,
+    store: str | Path | None = None,
+):
+    """Runs in the result store as a pandas DataFrame: one row per run (every ``greenroute
+    run``/``compare`` and sweep cell), identity columns then metrics. ``where``: a DuckDB SQL
+    condition, e.g. ``"policy = 'lp-mpc' and scenario = 'geo3'"``. Default store:
+    ``$GREENROUTE_STORE``, else ``./greenroute-results``. Per-epoch series:
+    :func:`greenroute.bench.store.load_epochs`."""
+    from greenroute.bench.store import load_runs
+
+    return load_runs(
+        where, metrics=metrics, sweep=sweep, include_failed=include_failed, store=store
+    )
