@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+# `greenroute run`/`compare` append to the result store; tests that want one name it
+os.environ["GREENROUTE_STORE"] = "off"
 
 _REPO = Path(__file__).resolve().parents[1]
 DATA_ENV = "GREENROUTE_DATA_DIR"

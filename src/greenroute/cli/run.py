@@ -160,6 +160,9 @@ def run(
             bar.close()
     if out is not None:
         write_run(res, out, force=force)
+    from greenroute.cli.results import record_results
+
+    record_results([res], "run")  # into the result store ($GREENROUTE_STORE; off: none)
     _print_notes(res.notes)
     summary = res.extras.get("policy_summary")
     if summary:
@@ -258,6 +261,9 @@ def compare(
         )
     if out is not None:
         write_compare(results, out, force=force)
+    from greenroute.cli.results import record_results
+
+    record_results(results, "compare")  # into the result store ($GREENROUTE_STORE)
     _print_notes(results[0].notes if results else [])
     if json_out:
         payload = {
