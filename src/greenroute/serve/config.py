@@ -125,6 +125,8 @@ class GatewayConfig:
     decision_log: Path | None
     horizon_epochs: int = 0
     seed: int = 0
+    default_deadline_s: float = 3600.0  # deferrable requests without a deadline header
+    max_deadline_s: float = 86400.0  # longest deadline a client may ask for
 
     @property
     def region_names(self) -> tuple[str, ...]:
@@ -158,7 +160,7 @@ class GatewayConfig:
 
 TOP_KEYS = ("listen", "epoch_s", "horizon_epochs", "ttft_slo_s", "policy", "weights",
             "facility", "regions", "origins", "default_origin", "constraints", "signals",
-            "upstream", "auth", "limits", "decision_log", "seed")  # fmt: skip
+            "upstream", "auth", "limits", "decision_log", "seed", "deferrable")  # fmt: skip
 
 
 def load_config(path: str | Path, data_dir: Path | None = None) -> GatewayConfig:
@@ -225,6 +227,12 @@ def parse_config(raw: Any, source: str = "<config>", base_dir: Path | None = Non
     keys, required = auth(ck, top.get("auth"), origin_names)
     limits = ck.mapping(top.get("limits"), "limits", ("max_body_bytes",))
     max_body = ck.number(limits, "max_body_bytes", "limits", 1 << 20, lo=1, integer=True)
+    defer = ck.mapping(
+        top.get("deferrable"), "deferrable", ("default_deadline_s", "max_deadline_s")
+    )
+    max_dl = ck.number(defer, "max_deadline_s", "deferrable", 86400.0, lo=0.0, lo_open=True)
+    def_dl = ck.number(defer, "default_deadline_s", "deferrable", 3600.0, lo=0.0, lo_open=True,
+                       hi=max_dl)  # fmt: skip
     dlog = ck.mapping(top.get("decision_log"), "decision_log", ("path",))
     dlog_path = ck.string(dlog, "path", "decision_log") if "path" in dlog else None
     cfg = None
@@ -236,7 +244,8 @@ def parse_config(raw: Any, source: str = "<config>", base_dir: Path | None = Non
             constraints=constraints, providers=providers, upstream=upstream, keys=keys,
             auth_required=required, max_body_bytes=int(max_body),
             decision_log=(base / dlog_path) if dlog_path else None,
-            horizon_epochs=int(horizon), seed=int(seed),
+            horizon_epochs=int(horizon), seed=int(seed), default_deadline_s=def_dl,
+            max_deadline_s=max_dl,
         )  # fmt: skip
         check_feasible(ck, cfg)
     if ck.problems:

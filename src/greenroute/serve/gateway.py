@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from greenroute.serve.config import GatewayConfig
 from greenroute.serve.decision_log import DecisionLog
+from greenroute.serve.deferral import DeferralQueue
 from greenroute.serve.errors import bad_request, rate_limited, unauthorized
 from greenroute.serve.metrics import GatewayMetrics
 from greenroute.serve.planner import Planner, PlanState
@@ -38,6 +39,8 @@ class Gateway:
                              on_event=self._on_signal_event)  # fmt: skip
         self.planner = Planner(cfg, self.pool, self.hub, clock)
         self.router = Router(cfg, self.pool, self.planner.latency_s)
+        self.deferrals = DeferralQueue(len(cfg.origins), cfg.seed)
+        self.planner.pending_source = self.deferrals.summary
         self.log = DecisionLog(cfg.decision_log)
         self.keys = KeyStore(cfg.keys)
         self.limiter = RateLimiter()
@@ -67,6 +70,7 @@ class Gateway:
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        self.deferrals.release_all()  # held requests go out now rather than be dropped
         if self.client is not None:
             await self.client.aclose()
         self.log.close()
@@ -82,6 +86,11 @@ class Gateway:
         state = self.planner.replan()
         self.router.state = state
         self.metrics.publish_plan(state, self.cfg.region_names, self.cfg.origin_names)
+        if self.deferrals.pending:
+            self.deferrals.release(
+                state.wall_s, state.plan.hold, self.planner.hold_margin_s(state.obs)
+            )
+        self.metrics.deferred_pending.set(self.deferrals.pending)
         return state
 
     # ------------------------------------------------------------------ hooks

@@ -79,6 +79,14 @@ class GatewayMetrics:
                                      "the safe plan (invalid or failing policy)",
                                      registry=reg)  # fmt: skip
 
+        self.deferred = Counter("greenroute_deferred_total", "Deferrable requests held for a "
+                                "later epoch", ["origin"], registry=reg)  # fmt: skip
+        self.deferred_pending = Gauge("greenroute_deferred_pending", "Deferrable requests held "
+                                      "now", registry=reg)  # fmt: skip
+        self.deferred_hold = Histogram("greenroute_deferred_hold_seconds", "Time a deferrable "
+                                       "request was held", buckets=(1, 10, 60, 300, 900, 3600,
+                                                                    14400, 86400),
+                                       registry=reg)  # fmt: skip
         self.overhead_samples: deque[float] | None = None  # set to a deque to keep samples
 
     def observe_overhead(self, seconds: float) -> None:

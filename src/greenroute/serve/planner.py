@@ -70,6 +70,8 @@ class Planner:
         self.arrivals = np.zeros((N_CLASSES, len(self.origins)))
         self.demand_rps = np.zeros((N_CLASSES, len(self.origins)))
         self._last_wall: float | None = None
+        # held deferrable requests: (t0, horizon, epoch_s) -> (count, earliest, due)
+        self.pending_source: Callable | None = None
         self.geo = make_geo_policy(cfg.geo_policy, **dict(cfg.geo_options))
         self.info = ClusterInfo(
             regions=self.regions, origins=self.origins, models=self.models, epoch_s=cfg.epoch_s,
@@ -130,6 +132,11 @@ class Planner:
             self.origins, self.regions, wall_s, wall_s + cfg.epoch_s, self.latency_s
         )
         water = fac.water_onsite_l_per_it_kwh + fac.water_offsite_l_per_it_kwh
+        n_o = len(self.origins)
+        if self.pending_source is not None:
+            pend, earliest, due = self.pending_source(wall_s, h, cfg.epoch_s)
+        else:
+            pend, earliest, due = np.zeros(n_o), np.full(n_o, np.inf), None
         obs = Observation(
             epoch=epoch, time_s=wall_s,
             time_utc=pd.Timestamp(wall_s, unit="s", tz="UTC"), epoch_s=cfg.epoch_s,
@@ -147,8 +154,7 @@ class Planner:
             kv_free_frac=np.clip(1.0 - busy / np.maximum(cap, 1.0), 0.0, 1.0),
             resident_models=resident, idle_power_kw=self.idle_kw, peak_power_kw=self.peak_kw,
             demand_rps=np.repeat(self.demand_rps[None], h + 1, axis=0),
-            pending_deferrable=np.zeros(len(self.origins)),
-            pending_deadline_s=np.full(len(self.origins), np.inf), pending_due=None,
+            pending_deferrable=pend, pending_deadline_s=earliest, pending_due=due,
             latency_s=self.latency_s, allowed=allowed, ttft_slo_s=cfg.ttft_slo_s,
             weights=cfg.weights, constraints=cfg.constraints,
         )  # fmt: skip
@@ -180,6 +186,11 @@ class Planner:
             caps = np.where(np.isnan(pc), caps, np.minimum(caps, pc))
         self.pool.set_power_fractions(power_fraction(caps, self.idle_kw, self.peak_kw))
         return PlanState(obs.epoch, wall, plan, obs, sig, rejected, plan_ms)
+
+    def hold_margin_s(self, obs: Observation) -> float:
+        """The simulator's margin: a held request is released when its deadline is closer
+        than two epochs plus the expected deferrable service time."""
+        return 2.0 * self.cfg.epoch_s + float(np.max(obs.slot_s_per_request[1]))
 
 
 def power_fraction(cap_kw: np.ndarray, idle_kw: np.ndarray, peak_kw: np.ndarray) -> np.ndarray:

@@ -29,6 +29,7 @@ from greenroute.serve.router import Choice, RuleCheck
 
 REGION_HEADER = "x-greenroute-region"
 DECISION_HEADER = "x-greenroute-decision-id"
+DEADLINE_HEADER = "x-greenroute-deadline-s"
 HOP_BY_HOP = frozenset(("connection", "keep-alive", "transfer-encoding", "content-length",
                         "te", "trailer", "upgrade", "proxy-authenticate",
                         "proxy-authorization", "date", "server"))  # fmt: skip
@@ -59,6 +60,7 @@ class _Ctx:
     tokens: tuple[int, int]
     attempts: list[dict] = field(default_factory=list)
     queued_s: float = 0.0  # time spent waiting for a free slot (not gateway overhead)
+    held_s: float = 0.0  # time a deferrable request was held by the plan
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -109,6 +111,8 @@ async def handle_completion(gw: Gateway, request: Request, endpoint: str) -> Res
                payload.get("stream") is True, key.name if key else None,
                estimate_tokens(payload, len(body)))  # fmt: skip
     gw.planner.count_arrival(cls, origin)
+    if cls == CLASSES.index("deferrable"):
+        await _maybe_hold(ctx, request.headers.get(DEADLINE_HEADER))
     try:
         return await _forward(ctx, body)
     except GatewayHTTPError as err:
@@ -116,6 +120,43 @@ async def handle_completion(gw: Gateway, request: Request, endpoint: str) -> Res
             gw.metrics.rejections.labels(gw.cfg.origin_names[origin], err.rule).inc()
         _log(ctx, None, None, err.status, 0.0, error=err.code)
         raise
+
+
+async def _maybe_hold(ctx: _Ctx, deadline_header: str | None) -> None:
+    """Hold a deferrable request while the plan says so (see ``serve/deferral.py``); routing
+    then happens at release time, under the rules in force then."""
+    gw, cfg = ctx.gw, ctx.gw.cfg
+    deadline_in = cfg.default_deadline_s
+    if deadline_header is not None:
+        try:
+            deadline_in = float(deadline_header)
+        except ValueError:
+            deadline_in = float("nan")
+        if not 0.0 < deadline_in <= cfg.max_deadline_s:
+            raise bad_request(f"{DEADLINE_HEADER} must be seconds in (0, {cfg.max_deadline_s:g}]"
+                              f", got {deadline_header!r}", "invalid_deadline")  # fmt: skip
+    state = gw.router.state
+    if state is None or state.plan.hold is None:
+        return
+    entry = gw.deferrals.admit(
+        ctx.origin, ctx.wall_s + deadline_in, ctx.wall_s, (state.epoch + 1) * cfg.epoch_s,
+        float(state.plan.hold[ctx.origin]), gw.planner.hold_margin_s(state.obs),
+    )  # fmt: skip
+    if entry is None:
+        return
+    gw.metrics.deferred.labels(cfg.origin_names[ctx.origin]).inc()
+    gw.metrics.deferred_pending.set(gw.deferrals.pending)
+    t = time.perf_counter()
+    try:
+        await entry.future
+    except asyncio.CancelledError:
+        gw.deferrals.forget(entry)
+        raise
+    held = time.perf_counter() - t
+    ctx.queued_s += held
+    ctx.held_s = held
+    ctx.wall_s = gw.clock()
+    gw.metrics.deferred_hold.observe(held)
 
 
 async def _forward(ctx: _Ctx, body: bytes) -> Response:
@@ -312,7 +353,7 @@ def _log(ctx: _Ctx, choice: Choice | None, check: RuleCheck | None, status: int,
         "origin": cfg.origin_names[ctx.origin], "class": CLASSES[ctx.cls], "model": ctx.model,
         "endpoint": ctx.endpoint, "stream": ctx.stream, "client": ctx.client,
         "region": None, "upstream": None, "attempts": ctx.attempts, "status": status,
-        "duration_s": round(duration_s, 6), "error": error,
+        "duration_s": round(duration_s, 6), "held_s": round(ctx.held_s, 6), "error": error,
     }  # fmt: skip
     if state is not None:
         row = state.plan.route[ctx.cls, ctx.origin]
