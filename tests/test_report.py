@@ -18,14 +18,15 @@ from typer.testing import CliRunner
 
 import greenroute
 from greenroute.bench.report import make_report, metrics_summary
-from greenroute.bench.report_data import load_dir, mean_ci, metric_table
-from greenroute.bench.report_figures import (
-    all_figures,
+from greenroute.bench.report_data import (
     improvements,
+    load_dir,
+    mean_ci,
+    metric_table,
     oracle_gaps,
     pareto_table,
-    routing_shares,
 )
+from greenroute.bench.report_figures import all_figures, routing_shares
 from greenroute.cli import app
 from greenroute.core.errors import ConfigError, DataFormatError
 from greenroute.sim.output import write_compare, write_run
@@ -147,6 +148,19 @@ def test_oracle_gap_from_the_runs(sweep_dir):
         if r.policy == "lowest-carbon":
             j, jo = r.metrics["objective"], r.metrics["oracle_objective"]
             assert 100 * (j - jo) / jo in gaps["j_above_oracle_pct"]["lowest-carbon"]
+
+
+def test_oracle_share_computed_from_paired_runs_matches_compare(sweep_dir):
+    """Sweep cells lack compare's oracle shares: computed from the same seed's local-only and
+    oracle runs they equal what greenroute.compare (api.add_oracle_gaps) reported."""
+    inp = load_dir(sweep_dir)
+    want = oracle_gaps(inp)["oracle_savings_captured_pct"]
+    for r in inp.runs:
+        del r.metrics["oracle_savings_captured_pct"], r.metrics["oracle_objective"]
+    got = oracle_gaps(inp)["oracle_savings_captured_pct"]
+    assert set(got) == set(POLICIES)
+    for label in POLICIES:
+        assert got[label] == pytest.approx(want[label], rel=1e-9, abs=1e-9)
 
 
 def test_figures_have_one_trace_per_region_and_series(sweep_dir):

@@ -46,9 +46,20 @@ font-size:.8em}nav a{margin-right:12px}
 """
 
 
-def load(source: str | Path) -> ReportInput:
-    """The runs of a ``run``/``compare``/``sweep`` output directory (or a folder of them)."""
-    return load_dir(source)
+def load(source: str | Path, *, sweep: str | None = None, where: str | None = None) -> ReportInput:
+    """The runs of a ``run``/``compare`` output directory (or a folder of them), or of a
+    result store (``greenroute sweep --out``): its sweep ``sweep`` (default: its only sweep),
+    filtered by the DuckDB condition ``where``."""
+    from greenroute.bench.report_store import is_store_dir, load_store
+
+    path = Path(source)
+    if path.is_dir() and is_store_dir(path):
+        return load_store(path, sweep=sweep, where=where)
+    if sweep is not None or where is not None:
+        raise ConfigError(
+            f"--sweep and --where select runs of a result store; {path} is not one (no runs/)"
+        )
+    return load_dir(path)
 
 
 # ------------------------------------------------------------------ HTML
@@ -235,10 +246,17 @@ def write_images(figures: list[Figure], out: Path, fmt: str) -> str:
 
 
 def make_report(
-    source: str | Path | ReportInput, out: str | Path, *, fmt: str = "html", force: bool = False
+    source: str | Path | ReportInput,
+    out: str | Path,
+    *,
+    fmt: str = "html",
+    force: bool = False,
+    sweep: str | None = None,
+    where: str | None = None,
 ) -> dict:
-    """Read ``source``, draw every figure and write the report to ``out`` (an HTML file, or
-    a directory of images for ``fmt`` png/svg). Returns what was written."""
+    """Read ``source`` (``sweep``/``where``: see :func:`load`), draw every figure and write
+    the report to ``out`` (an HTML file, or a directory of images for ``fmt`` png/svg).
+    Returns what was written."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown --format {fmt!r}; valid choices: {', '.join(FORMATS)}")
     out = Path(out)
@@ -246,7 +264,7 @@ def make_report(
         _check_html_out(out, force)
     else:
         _check_image_out(out, force)
-    inp = source if isinstance(source, ReportInput) else load(source)
+    inp = source if isinstance(source, ReportInput) else load(source, sweep=sweep, where=where)
     figures = all_figures(inp)
     info = {"out": str(out), "format": fmt, "figures": [f.slug for f in figures],
             "runs": len(inp.runs), "notes": list(inp.notes)}  # fmt: skip

@@ -18,6 +18,16 @@ from greenroute.core.errors import ConfigError, DataFormatError
 CI_LEVEL = 0.95  # two-sided Student-t interval of the mean over seeds (seed 001 Fig. 3)
 # manifest fields that tell two runs' series apart (everything a sweep varies but the seed)
 GROUP_FIELDS = ("scenario", "policy", "policy_options", "weights", "days", "fidelity", "forecast")
+BASELINE = "local-only"  # the improvement figure's reference policy
+# as greenroute.api.ORACLE_MIN_SAVING_FRACTION (bench may not import api): an oracle saving
+# below 0.1 % of local-only's J makes a share of it meaningless
+ORACLE_MIN_SAVING_FRACTION = 1e-3
+IMPROVEMENT_KEYS = ("carbon_kg", "cost_usd", "energy_kwh", "water_m3")
+ORACLE_GAP_KEYS = (
+    "oracle_savings_captured_pct",
+    "oracle_carbon_savings_captured_pct",
+    "j_above_oracle_pct",
+)
 RUN_FILES = ("manifest.json", "metrics.json")  # a run directory (sim/output.py::write_run)
 COMPARE_FILE = "summary.json"  # a compare directory (sim/output.py::write_compare)
 
@@ -31,6 +41,8 @@ class RunRecord:
     epochs: pd.DataFrame | None = None
     source: str = ""
     label: str = ""  # set by :func:`assign_labels`
+    base_label: str | None = None  # a sweep's name for the policy variant (else the policy)
+    run_id: str = ""  # the result store's key
 
     @property
     def policy(self) -> str:
@@ -107,12 +119,14 @@ def metric_table(inp: ReportInput, metrics: Sequence[str]) -> pd.DataFrame:
 
 def assign_labels(runs: list[RunRecord]) -> None:
     """Label each run by the manifest fields that vary between series (the policy alone when
-    only policies differ), so that runs differing only in their seed share a label."""
+    only policies differ), so that runs differing only in their seed share a label. A run's
+    ``base_label`` (a sweep's name for a policy variant) stands for its policy and options."""
     varying = [k for k in GROUP_FIELDS if len({json.dumps(r.manifest.get(k)) for r in runs}) > 1]
+    named = any(r.base_label for r in runs)
     for r in runs:
-        parts = [r.policy]
+        parts = [r.base_label or r.policy]
         for k in varying:
-            if k == "policy":
+            if k == "policy" or (named and k == "policy_options"):
                 continue
             v = r.manifest.get(k)
             if k == "weights" and isinstance(v, dict):
@@ -244,3 +258,90 @@ def from_results(results: Sequence, kind: str = "results") -> ReportInput:
         for r in results
     ]
     return make_input(kind, "in memory", runs)
+
+
+# ------------------------------------------------------------------ derived tables
+def _same_run_key(r, *, weights: bool) -> str:
+    """Runs to pair (a policy with the same seed's local-only or oracle run): same scenario,
+    days, fidelity and seed (and weights, which change the oracle's plan and J)."""
+    fields = ["scenario", "days", "fidelity", "seed"] + ["weights"] * weights
+    return json.dumps([r.manifest.get(k) for k in fields], sort_keys=True)
+
+
+def oracle_gaps(inp: ReportInput) -> dict[str, dict[str, list[float]]]:
+    """Per metric of :data:`ORACLE_GAP_KEYS`, per series: the per-seed values.
+
+    The captured shares are the runs' own metrics (``compare`` adds them); where a run lacks
+    the J share (a sweep cell) it is computed as ``compare`` does
+    (:func:`greenroute.api.add_oracle_gaps`) from the paired local-only and oracle runs:
+    ``100 x (J_local - J) / (J_local - J_oracle)``, left out when the oracle saves less than
+    :data:`ORACLE_MIN_SAVING_FRACTION` of J_local. ``J above the oracle's`` is
+    ``100 x (J - J_oracle) / J_oracle`` with ``J_oracle`` the run's ``oracle_objective``
+    metric, else its paired oracle run's J."""
+
+    def js(policy):
+        return {_same_run_key(r, weights=True): r.metrics.get("objective")
+                for r in inp.runs if r.policy == policy}  # fmt: skip
+
+    oracle_j, local_j = js("oracle"), js(BASELINE)
+    out: dict[str, dict[str, list[float]]] = {k: {} for k in ORACLE_GAP_KEYS}
+    for r in inp.runs:
+        key = _same_run_key(r, weights=True)
+        j = r.metrics.get("objective")
+        j_or = r.metrics.get("oracle_objective", oracle_j.get(key))
+        b = local_j.get(key)
+        for k in ORACLE_GAP_KEYS[:2]:
+            if k in r.metrics:
+                out[k].setdefault(r.label, []).append(r.metrics[k])
+        # the oracle's saving over local-only, where it is large enough to take a share of
+        saving = b - j_or if None not in (j, j_or, b) else math.nan
+        large = saving > 0 and saving >= ORACLE_MIN_SAVING_FRACTION * abs(b or 0)
+        if large and "oracle_savings_captured_pct" not in r.metrics:
+            share = 100 * (b - j) / saving
+            out["oracle_savings_captured_pct"].setdefault(r.label, []).append(share)
+        if j is not None and j_or is not None and j_or > 0 and r.policy != "oracle":
+            out["j_above_oracle_pct"].setdefault(r.label, []).append(100 * (j - j_or) / j_or)
+    return {k: v for k, v in out.items() if v}
+
+
+def improvements(inp: ReportInput) -> dict[str, dict[str, list[float]]]:
+    """Per metric of :data:`IMPROVEMENT_KEYS`, per series: the per-seed improvement (%)
+    over the same scenario, days and seed's ``local-only`` run, ``100 x (base - x) / base``
+    (paired by seed, so the seed's signals and workload cancel out)."""
+    base = {_same_run_key(r, weights=False): r.metrics for r in inp.runs if r.policy == BASELINE}
+    out: dict[str, dict[str, list[float]]] = {m: {} for m in IMPROVEMENT_KEYS}
+    for r in inp.runs:
+        b = base.get(_same_run_key(r, weights=False))
+        if r.policy == BASELINE or b is None:
+            continue
+        for m in IMPROVEMENT_KEYS:
+            x, ref = r.metrics.get(m), b.get(m)
+            if x is not None and ref:
+                out[m].setdefault(r.label, []).append(100 * (ref - x) / ref)
+    return {m: v for m, v in out.items() if v}
+
+
+def pareto_table(inp: ReportInput) -> tuple[pd.DataFrame, float | None]:
+    """Per series: the mean (carbon, water, cost, TTFT) point, whether it is on the Pareto
+    front, and its own hypervolume (seed 001: a single point's hyperrectangle up to the
+    reference point); and the hypervolume of the whole front (None without pymoo)."""
+    from greenroute.bench.pareto import METRICS, hypervolume, non_dominated, reference_point
+
+    groups = inp.by_label()
+    pts = np.array(
+        [[mean_ci(r.metrics.get(m) for r in groups[lb])[0] for m in METRICS] for lb in groups]
+    )
+    table = pd.DataFrame(pts, columns=list(METRICS))
+    table.insert(0, "label", list(groups))
+    table["on_front"] = non_dominated(pts)
+    finite = np.isfinite(pts).all(axis=1)
+    table["hypervolume"] = math.nan
+    front_hv: float | None = None
+    if finite.any():
+        ref = reference_point(pts[finite])
+        try:
+            table.loc[finite, "hypervolume"] = [hypervolume(p, ref) for p in pts[finite]]
+            front_hv = hypervolume(pts[table["on_front"].to_numpy()], ref)
+        except ImportError:  # pymoo (the ``opt`` extra) computes the hypervolume
+            front_hv = None
+    return table, front_hv

@@ -19,10 +19,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
-from greenroute.bench.report_data import ReportInput, mean_ci
+from greenroute.bench.report_data import (
+    BASELINE,
+    ReportInput,
+    improvements,
+    mean_ci,
+    oracle_gaps,
+    pareto_table,
+)
 
 SIGNALS = (
     ("carbon_intensity_g_per_kwh", "Carbon intensity (gCO₂/kWh)"),
@@ -48,7 +54,6 @@ IMPROVEMENT_METRICS = (
     ("energy_kwh", "Energy"),
     ("water_m3", "Water"),
 )
-BASELINE = "local-only"  # the improvement figure's reference policy
 MAX_SHARE_ROWS = 12  # routing-share panels drawn at most (one per series)
 ROW_PX = 210  # height of one row of panels
 TEMPLATE = "plotly_white"
@@ -216,27 +221,6 @@ def metric_bars_figure(inp: ReportInput) -> Figure:
 
 
 # ------------------------------------------------------------------ paired improvement
-def improvements(inp: ReportInput) -> dict[str, dict[str, list[float]]]:
-    """Per metric of :data:`IMPROVEMENT_METRICS`, per series: the per-seed improvement (%)
-    over the same scenario, days and seed's ``local-only`` run, ``100 x (base - x) / base``
-    (paired by seed, so the seed's signals and workload cancel out)."""
-    base = {
-        (r.scenario, r.manifest.get("days"), r.seed): r.metrics
-        for r in inp.runs
-        if r.policy == BASELINE
-    }
-    out: dict[str, dict[str, list[float]]] = {m: {} for m, _ in IMPROVEMENT_METRICS}
-    for r in inp.runs:
-        b = base.get((r.scenario, r.manifest.get("days"), r.seed))
-        if r.policy == BASELINE or b is None:
-            continue
-        for m, _ in IMPROVEMENT_METRICS:
-            x, ref = r.metrics.get(m), b.get(m)
-            if x is not None and ref:
-                out[m].setdefault(r.label, []).append(100 * (ref - x) / ref)
-    return {m: v for m, v in out.items() if v}
-
-
 def improvement_figure(inp: ReportInput) -> Figure | None:
     """Grouped bars: each series' improvement over local-only per metric, mean ± 95 % CI of
     the paired per-seed improvements (seed 000 Fig. 4); None without local-only runs."""
@@ -273,32 +257,6 @@ def improvement_figure(inp: ReportInput) -> Figure | None:
 
 
 # ------------------------------------------------------------------ Pareto front
-def pareto_table(inp: ReportInput) -> tuple[pd.DataFrame, float | None]:
-    """Per series: the mean (carbon, water, cost, TTFT) point, whether it is on the Pareto
-    front, and its own hypervolume (seed 001: a single point's hyperrectangle up to the
-    reference point); and the hypervolume of the whole front (None without pymoo)."""
-    from greenroute.bench.pareto import METRICS, hypervolume, non_dominated, reference_point
-
-    groups = inp.by_label()
-    pts = np.array(
-        [[mean_ci(r.metrics.get(m) for r in groups[lb])[0] for m in METRICS] for lb in groups]
-    )
-    table = pd.DataFrame(pts, columns=list(METRICS))
-    table.insert(0, "label", list(groups))
-    table["on_front"] = non_dominated(pts)
-    finite = np.isfinite(pts).all(axis=1)
-    table["hypervolume"] = math.nan
-    front_hv: float | None = None
-    if finite.any():
-        ref = reference_point(pts[finite])
-        try:
-            table.loc[finite, "hypervolume"] = [hypervolume(p, ref) for p in pts[finite]]
-            front_hv = hypervolume(pts[table["on_front"].to_numpy()], ref)
-        except ImportError:  # pymoo (the ``opt`` extra) computes the hypervolume
-            front_hv = None
-    return table, front_hv
-
-
 def pareto_figure(inp: ReportInput) -> Figure:
     """Two projections of the 4-D front (carbon vs TTFT, carbon vs cost); front points
     filled, dominated ones open; the title gives the front's hypervolume."""
@@ -343,23 +301,6 @@ def pareto_figure(inp: ReportInput) -> Figure:
 
 
 # ------------------------------------------------------------------ oracle gap
-def oracle_gaps(inp: ReportInput) -> dict[str, dict[str, list[float]]]:
-    """Per metric of :data:`ORACLE_PANELS`, per series: the per-seed values. ``J above the
-    oracle's`` is ``100 x (J - J_oracle) / J_oracle`` with ``J_oracle`` the run's
-    ``oracle_objective`` metric, else the same seed's ``oracle`` run."""
-    oracle_j = {r.seed: r.metrics.get("objective") for r in inp.runs if r.policy == "oracle"}
-    out: dict[str, dict[str, list[float]]] = {k: {} for k, _ in ORACLE_PANELS}
-    for r in inp.runs:
-        for k, _ in ORACLE_PANELS[:2]:
-            if k in r.metrics:
-                out[k].setdefault(r.label, []).append(r.metrics[k])
-        j_or = r.metrics.get("oracle_objective", oracle_j.get(r.seed))
-        j = r.metrics.get("objective")
-        if j is not None and j_or is not None and j_or > 0 and r.policy != "oracle":
-            out["j_above_oracle_pct"].setdefault(r.label, []).append(100 * (j - j_or) / j_or)
-    return {k: v for k, v in out.items() if v}
-
-
 def oracle_gap_figure(inp: ReportInput) -> Figure | None:
     """Bars (mean ± 95 % CI) of the oracle gap metrics; None when the input has neither an
     oracle run nor oracle-gap metrics."""
