@@ -28,7 +28,8 @@ class FakeUpstream:
     name: str
     mode: str = "ok"
     chunks: int = 3
-    delay_s: float = 0.0
+    delay_s: float = 0.0  # before answering
+    chunk_delay_s: float = 0.0  # between streamed chunks
     served: int = 0
     bodies: list = field(default_factory=list)
     healthy: bool = True
@@ -132,7 +133,7 @@ class FakeUpstream:
                     ],
                 }
             yield f"data: {json.dumps(ev)}\n\n".encode()
-            await asyncio.sleep(0)
+            await asyncio.sleep(self.chunk_delay_s)
         yield b"data: [DONE]\n\n"
 
 

@@ -80,10 +80,18 @@ class Gateway:
         while True:
             now = self.clock()
             await asyncio.sleep(max(epoch_s - (now % epoch_s), 0.001))  # epoch boundaries
-            self.replan()
+            # the policy (an LP may take a while) and signal fetches run off the event loop;
+            # they only read the live state
+            try:
+                state = await asyncio.to_thread(self.planner.replan)
+            except Exception as err:  # keep the last plan; say why in the metrics
+                self.metrics.fallbacks.labels(f"replan-failed-{type(err).__name__}").inc()
+                continue
+            self.replan(state)
 
-    def replan(self) -> PlanState:
-        state = self.planner.replan()
+    def replan(self, state: PlanState | None = None) -> PlanState:
+        """A new plan (or ``state``, computed elsewhere) put in force."""
+        state = self.planner.replan() if state is None else state
         self.router.state = state
         self.metrics.publish_plan(state, self.cfg.region_names, self.cfg.origin_names)
         if self.deferrals.pending:

@@ -116,9 +116,11 @@ async def handle_completion(gw: Gateway, request: Request, endpoint: str) -> Res
     try:
         return await _forward(ctx, body)
     except GatewayHTTPError as err:
+        check = None
         if err.status == 403:
             gw.metrics.rejections.labels(gw.cfg.origin_names[origin], err.rule).inc()
-        _log(ctx, None, None, err.status, 0.0, error=err.code)
+            check = gw.router.rule_check(origin, cls, ctx.wall_s)[1]
+        _log(ctx, None, check, err.status, 0.0, error=err.code)
         raise
 
 
@@ -282,26 +284,29 @@ async def _attempt(ctx: _Ctx, choice: Choice, check: RuleCheck, body: bytes) -> 
 
 
 async def _stream(ctx, choice, check, resp, chunks, first, started, ttfb):
-    ok = True
+    outcome = "client-disconnected"  # unless the stream ends or fails first
     try:
         yield first
         try:
             async for chunk in chunks:
                 yield chunk
+            outcome = "ok"
         except httpx.HTTPError as err:  # after the first byte: report, never retry
-            ok = False
+            outcome = "failed-mid-stream"
             region = ctx.gw.cfg.region_names[choice.region]
             ctx.gw.metrics.errors.labels(region, choice.upstream.name, "mid-stream").inc()
             ctx.gw.pool.failure(choice.upstream)
             yield sse_error_event(f"upstream {region} failed mid-stream: "
                                   f"{type(err).__name__}; the response is incomplete")  # fmt: skip
     finally:
+        # accounting first: a cancelled stream (client gone) may not get past an await
+        _finish(ctx, choice, check, started, ttfb, resp.status_code, b"", ok=outcome == "ok",
+                outcome=outcome)  # fmt: skip
         await resp.aclose()
-        _finish(ctx, choice, check, started, ttfb, resp.status_code, b"", ok=ok)
 
 
 def _finish(ctx: _Ctx, choice: Choice, check: RuleCheck, started: float, ttfb: float,
-            status: int, content: bytes, ok: bool) -> None:  # fmt: skip
+            status: int, content: bytes, ok: bool, outcome: str = "") -> None:  # fmt: skip
     gw, up = ctx.gw, choice.upstream
     duration = gw.pool.clock() - started
     gw.pool.finish(up, started, sum(ctx.tokens))
@@ -325,7 +330,7 @@ def _finish(ctx: _Ctx, choice: Choice, check: RuleCheck, started: float, ttfb: f
         m.co2_per_request.labels(region).observe(co2_g)
         m.water_per_request.labels(region).observe(water_l)
     ctx.attempts.append({"region": region, "upstream": up.name,
-                         "outcome": "ok" if ok else "failed-mid-stream"})  # fmt: skip
+                         "outcome": outcome or ("ok" if ok else "failed")})  # fmt: skip
     tokens = _usage(content) or ctx.tokens
     _log(ctx, choice, check, status if ok else 599, duration, tokens=tokens, co2_g=co2_g,
          water_l=water_l)  # fmt: skip
