@@ -244,6 +244,9 @@ class ResultStore:
 
         run_id = str(row["run_id"])
         if epochs is not None:
+            if "run_id" not in epochs.columns:
+                epochs = epochs.copy()
+                epochs.insert(0, "run_id", run_id)
             _atomic_write(self._epochs_file(run_id), lambda p: epochs.to_parquet(p, index=False))
         else:
             self._epochs_file(run_id).unlink(missing_ok=True)
@@ -439,9 +442,7 @@ class ResultStore:
         elif fmt == "parquet":
             _atomic_write(out, lambda p: frame.to_parquet(p, index=False))
         else:
-            _atomic_write(
-                out, lambda p: frame.to_json(p, orient="records", indent=1, date_format="iso")
-            )
+            _atomic_write(out, lambda p: p.write_text(records_json(frame)))
         return len(frame)
 
     def clean_temporary(self, older_than_s: float = 3600.0) -> int:
@@ -453,6 +454,21 @@ class ResultStore:
                 p.unlink(missing_ok=True)
                 n += 1
         return n
+
+
+def records_json(frame: pd.DataFrame) -> str:
+    """A JSON array of records at full float precision (pandas' ``to_json`` rounds to 10
+    digits); NaN is ``null``, timestamps ISO 8601."""
+
+    def plain(v):
+        if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA or v is pd.NaT:
+            return None
+        if isinstance(v, pd.Timestamp):
+            return v.isoformat()
+        return v.item() if hasattr(v, "item") else v
+
+    rows = [{k: plain(v) for k, v in r.items()} for r in frame.to_dict(orient="records")]
+    return json.dumps(rows, indent=1, default=str)
 
 
 def _safe(name: str) -> str:

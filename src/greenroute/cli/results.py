@@ -114,7 +114,7 @@ def query(
     json_out: Annotated[bool, typer.Option("--json", help="print JSON records to stdout")] = False,
 ) -> None:
     """Runs matching a DuckDB SQL condition over the store's columns."""
-    from greenroute.bench.store import SUMMARY_COLUMNS, ResultStore
+    from greenroute.bench.store import SUMMARY_COLUMNS, ResultStore, records_json
 
     st = ResultStore(store)
     chosen = _metrics(metrics)
@@ -125,7 +125,7 @@ def query(
     else:
         frame = frame[[c for c in SUMMARY_COLUMNS if c in frame.columns]]
     if json_out:
-        sys.stdout.write(frame.to_json(orient="records", indent=2) + "\n")
+        sys.stdout.write(records_json(frame) + "\n")
     else:
         _print_frame(frame, f"{len(frame)} runs where {where}")
 
