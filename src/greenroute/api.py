@@ -320,8 +320,11 @@ def report(
     *,
     fmt: str = "html",
     force: bool = False,
+    sweep: str | None = None,
+    where: str | None = None,
 ) -> dict:
-    """Write the report of a run/compare/sweep output directory (or of results in memory: a
+    """Write the report of a run/compare output directory, a result store (``sweep``: which
+    sweep, ``where``: a DuckDB condition on its runs) or results in memory (a
     :class:`RunResult` or a list of them) to ``out``: one self-contained HTML file, or with
     ``fmt="png"``/``"svg"`` a directory of image files (:mod:`greenroute.bench.report`).
     Returns what was written (``out``, ``figures``, ``runs``, ``notes``)."""
@@ -332,7 +335,7 @@ def report(
         source = [source]
     if isinstance(source, list | tuple):
         source = from_results(source)
-    return make_report(source, out, fmt=fmt, force=force)
+    return make_report(source, out, fmt=fmt, force=force, sweep=sweep, where=where)
 
 
 def sweep(

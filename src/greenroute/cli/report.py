@@ -17,8 +17,8 @@ def report(
     source: Annotated[
         Path,
         typer.Argument(
-            help="a directory written by `greenroute run/compare/sweep --out` (or a folder of "
-            "them, e.g. one compare per seed)",
+            help="a directory written by `greenroute run/compare --out` (or a folder of them, "
+            "e.g. one compare per seed), or a result store (`greenroute sweep --out`)",
             show_default=False,
         ),
     ],
@@ -40,6 +40,14 @@ def report(
     force: Annotated[
         bool, typer.Option("--force", help="replace an existing report at --out")
     ] = False,
+    sweep: Annotated[
+        str | None,
+        typer.Option(help="for a result store: the sweep to report (default: its only sweep)"),
+    ] = None,
+    where: Annotated[
+        str | None,
+        typer.Option(help='for a result store: a DuckDB condition on its runs, e.g. "seed < 3"'),
+    ] = None,
 ) -> None:
     """Write the report of a result: signal and routing-share time series, metric bars with
     95 % confidence intervals over seeds, the Pareto front with its hypervolume, the oracle
@@ -48,7 +56,7 @@ def report(
 
     if out is None:
         out = Path("report.html" if fmt == "html" else "report-figures")
-    info = api.report(source, out, fmt=fmt, force=force)
+    info = api.report(source, out, fmt=fmt, force=force, sweep=sweep, where=where)
     for note in info["notes"]:
         print_note(note)
     how = f" ({info['engine']})" if info.get("engine") else ""
