@@ -80,3 +80,18 @@ def test_store_report_html_and_cli(store_dir, tmp_path):
     assert "carbon-greedy" in text and "ValueError: boom" in text
     r = CliRunner().invoke(app, ["report", str(tmp_path), "--sweep", "grid", "--out", "x.html"])
     assert r.exit_code == 2 and "not one (no runs/)" in r.stderr
+
+
+def test_compare_without_out_names_its_runs_in_the_store(tmp_path, monkeypatch):
+    import re
+
+    store = tmp_path / "store"
+    monkeypatch.setenv("GREENROUTE_STORE", str(store))
+    args = ["compare", "--scenario", "demo", "--days", "0.25", "--fidelity", "fluid",
+            "--policies", "local-only,lowest-carbon", "--no-oracle-gap"]  # fmt: skip
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    hint = re.search(r'greenroute report (\S+) --where "([^"]+)"', r.stderr)
+    assert hint and hint.group(1) == str(store)
+    inp = load(hint.group(1), where=hint.group(2))
+    assert inp.labels == ["local-only", "lowest-carbon"] and inp.kind == "store"

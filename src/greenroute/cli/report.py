@@ -66,11 +66,19 @@ def report(
     )
 
 
-def report_hint(out: Path | None) -> None:
-    """After ``run``/``compare``: the command that makes the report of what was written (or
-    how to write something a report can be made from)."""
-    if out is None:
+def report_hint(out: Path | None, results=(), source: str = "run") -> None:
+    """After ``run``/``compare``: the command that makes the report of what was written to
+    ``--out``, else of the ``results`` in the result store (selected by their run ids), else
+    how to keep a result a report can be made from."""
+    if out is not None:
+        html_out = out.parent / f"{out.name}-report.html"
+        print_note(f"greenroute report {out} --out {html_out}", label="report")
+        return
+    from greenroute.bench.store import default_store_dir, result_key
+
+    root = default_store_dir()
+    if root is None or not results:
         print_note("add --out DIR to keep the result; then `greenroute report DIR`", label="report")
         return
-    html_out = out.parent / f"{out.name}-report.html"
-    print_note(f"greenroute report {out} --out {html_out}", label="report")
+    ids = ", ".join(f"'{result_key(r.manifest, source)}'" for r in results)
+    print_note(f'greenroute report {root} --where "run_id IN ({ids})"', label="report")

@@ -175,7 +175,7 @@ def run(
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
         print_table([res], f"{res.scenario} ({res.fidelity}, {res.metrics['days']:g} days)")
-    report_hint(out)
+    report_hint(out, [res], "run")
 
 
 def policy_specs(names: list[str], options: dict) -> list:
@@ -278,7 +278,7 @@ def compare(
             f"{r0.scenario} ({r0.fidelity}, {r0.metrics['days']:g} days, seed {r0.seed})",
             per_day=per_day,
         )
-    report_hint(out)
+    report_hint(out, results, "compare")
 
 
 def compare_with_progress(scenario, specs, names, **kwargs):
