@@ -84,3 +84,44 @@ def hash_key(
     if not raw:
         raise ConfigError("empty API key")
     sys.stdout.write(hash_api_key(raw) + "\n")
+
+
+@app.command()
+@user_errors
+def replay(
+    log: Annotated[Path, typer.Argument(help="the gateway's decision log (JSONL)")],
+    config: Annotated[Path, typer.Option("--config", "-c", help="the gateway's YAML config")],
+    policy: Annotated[
+        list[str] | None,
+        typer.Option("--policy", "-p", help="geo policy to compare with what happened (repeat)"),
+    ] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="real data directory")] = None,
+    servers_per_region: Annotated[
+        int, typer.Option(help="stand-in simulated servers per region", min=1)
+    ] = 4,
+    start: Annotated[
+        str | None,
+        typer.Option(help="UTC data time of the first arrival (default: the log's own time)"),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Feed a gateway decision log's arrivals into the simulator: what happened vs. policies."""
+    _need_serve_extra()
+    import pandas as pd
+
+    from greenroute.serve.config import load_config
+    from greenroute.serve.replay import replay as run_replay
+
+    cfg = load_config(config, data_dir=data_dir)
+    try:
+        start_utc = None if start is None else pd.Timestamp(start)
+    except ValueError:
+        raise ConfigError(f"--start {start!r} is not a time (e.g. 2023-06-01T00:00Z)") from None
+    if start_utc is not None and start_utc.tzinfo is None:
+        start_utc = start_utc.tz_localize("UTC")
+    table = run_replay(log, cfg, policy or [cfg.geo_policy], data_dir=data_dir,
+                       servers_per_region=servers_per_region, start_utc=start_utc)  # fmt: skip
+    if json_out:
+        sys.stdout.write(table.reset_index().to_json(orient="records", indent=2) + "\n")
+        return
+    sys.stdout.write(table.to_string(float_format=lambda v: f"{v:.6g}") + "\n")

@@ -1,12 +1,14 @@
 """The decision log: one JSON object per request (JSONL), in a form the simulator can replay.
 
-Fields: ``time_utc``, ``time_s`` (unix), ``decision_id``, ``origin``, ``class``, ``model``,
-``endpoint``, ``stream``, ``client`` (the API key's *name*), ``region``, ``upstream``,
-``attempts`` (each tried region/upstream and its outcome), ``plan`` (epoch, the plan's shares
-for this origin and class, the policy, a fallback note), ``signals`` (the chosen region's
-values, provider and age), ``rules`` (allowed regions, active exclusions, residency, latency
-bound), ``status``, ``duration_s``, ``prompt_tokens``/``output_tokens`` (estimates or the
-upstream's usage), ``co2_g``, ``water_l``. Never prompts, completions or keys.
+Fields: ``time_utc``, ``time_s`` (arrival, unix), ``routed_s`` (when it was routed: later
+for a held deferrable request), ``held_s``, ``deadline_s`` (deferrable), ``decision_id``,
+``origin``, ``class``, ``model``, ``endpoint``, ``stream``, ``client`` (the API key's *name*),
+``region``, ``upstream``, ``attempts`` (each tried region/upstream and its outcome), ``plan``
+(epoch, the plan's shares for this origin and class, the policy, a fallback note),
+``signals`` (the chosen region's values, provider and age), ``rules`` (allowed regions,
+active exclusions, residency, latency bound), ``status``, ``duration_s``,
+``prompt_tokens``/``output_tokens`` (estimates or the upstream's usage), ``co2_g``,
+``water_l``. Never prompts, completions or keys.
 """
 
 from __future__ import annotations

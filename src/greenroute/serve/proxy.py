@@ -61,6 +61,8 @@ class _Ctx:
     attempts: list[dict] = field(default_factory=list)
     queued_s: float = 0.0  # time spent waiting for a free slot (not gateway overhead)
     held_s: float = 0.0  # time a deferrable request was held by the plan
+    deadline_s: float | None = None  # deferrable: unix time it must be sent by
+    arrival_s: float = 0.0  # unix time the request arrived (wall_s moves on when it is held)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -110,6 +112,7 @@ async def handle_completion(gw: Gateway, request: Request, endpoint: str) -> Res
     ctx = _Ctx(gw, endpoint, uuid.uuid4().hex, wall, t_recv, origin, cls, payload["model"],
                payload.get("stream") is True, key.name if key else None,
                estimate_tokens(payload, len(body)))  # fmt: skip
+    ctx.arrival_s = wall
     gw.planner.count_arrival(cls, origin)
     if cls == CLASSES.index("deferrable"):
         await _maybe_hold(ctx, request.headers.get(DEADLINE_HEADER))
@@ -137,6 +140,7 @@ async def _maybe_hold(ctx: _Ctx, deadline_header: str | None) -> None:
         if not 0.0 < deadline_in <= cfg.max_deadline_s:
             raise bad_request(f"{DEADLINE_HEADER} must be seconds in (0, {cfg.max_deadline_s:g}]"
                               f", got {deadline_header!r}", "invalid_deadline")  # fmt: skip
+    ctx.deadline_s = ctx.wall_s + deadline_in
     state = gw.router.state
     if state is None or state.plan.hold is None:
         return
@@ -354,11 +358,13 @@ def _log(ctx: _Ctx, choice: Choice | None, check: RuleCheck | None, status: int,
         return
     cfg, state = gw.cfg, gw.router.state
     rec: dict[str, Any] = {
-        "time_s": ctx.wall_s, "decision_id": ctx.decision_id,
+        "time_s": ctx.arrival_s or ctx.wall_s, "routed_s": ctx.wall_s,
+        "decision_id": ctx.decision_id,
         "origin": cfg.origin_names[ctx.origin], "class": CLASSES[ctx.cls], "model": ctx.model,
         "endpoint": ctx.endpoint, "stream": ctx.stream, "client": ctx.client,
         "region": None, "upstream": None, "attempts": ctx.attempts, "status": status,
-        "duration_s": round(duration_s, 6), "held_s": round(ctx.held_s, 6), "error": error,
+        "duration_s": round(duration_s, 6), "held_s": round(ctx.held_s, 6),
+        "deadline_s": ctx.deadline_s, "error": error,
     }  # fmt: skip
     if state is not None:
         row = state.plan.route[ctx.cls, ctx.origin]
