@@ -60,22 +60,22 @@ def _xfail(why: str):
     return pytest.mark.xfail(strict=True, raises=AssertionError, reason=why)
 
 
-_NOISE = (
-    "minute rate noise: the slot wait (M/G/32 at the mean rate + Lindley backlog across "
-    "minutes + overloaded-minute build-up) misses the engine's in-minute queues"
-)
 _RR = (
     "round-robin: each server gets every second arrival (ca^2 = 1/2), the fluid's per-server "
     "Poisson residual-iteration and slot-wait terms do not see it"
 )
-# measured 2026-11-26 (two seeds pooled, a quarter day): energy/carbon -0.2..-0.4 % in every case
+# measured 2026-11-26 (two seeds pooled, a quarter day): energy/carbon -0.2..-0.5 % in every case.
+# Minute noise: the slot wait is averaged over the noise nodes, each node's stationary M/G/32
+# wait weighted by how far it relaxes within the minute (Odoni & Roth's relaxation time); before
+# that (the mean-rate wait + the Lindley backlog only) the noisy cases read -22 % and -6 %, and
+# the full quasi-stationary average (no relaxation) +73 % and +93 %.
 CASES = [  # local policy, utilisation, noise sigma, why it fails (None: passes)
     ("least-loaded", 0.60, 0.0, None),  # TTFT -0.0 %
     ("least-loaded", 0.75, 0.0, None),  # TTFT -2.0 %
     ("least-loaded", 0.85, 0.0, None),  # TTFT -1.6 %
-    ("least-loaded", 0.60, 0.125, None),  # TTFT -0.9 %
-    ("least-loaded", 0.75, 0.125, f"{_NOISE} (TTFT -22.2 %)"),
-    ("least-loaded", 0.85, 0.125, f"{_NOISE} (TTFT -6.0 %)"),
+    ("least-loaded", 0.60, 0.125, None),  # TTFT +0.4 %
+    ("least-loaded", 0.75, 0.125, None),  # TTFT -4.0 %
+    ("least-loaded", 0.85, 0.125, None),  # TTFT +0.3 %
     ("round-robin", 0.60, 0.0, f"{_RR} (TTFT +5.05 %)"),
     ("round-robin", 0.75, 0.0, None),  # TTFT -1.3 %
     ("round-robin", 0.85, 0.0, f"{_RR} (TTFT -15.1 %)"),
@@ -99,6 +99,8 @@ _DEMO_MIX = (
 DEMO_CASES = [
     ("least-loaded", 0.60, 0.0, None),  # TTFT -3.2 %
     ("least-loaded", 0.85, 0.0, f"{_DEMO_MIX} (TTFT -16.7 %; -14.5 % at 75 %)"),
+    # held out when the noise model was chosen (it was +20 % / +63 % before)
+    ("least-loaded", 0.85, 0.125, f"{_DEMO_MIX}; with minute noise (TTFT +9.4 %; -6.7 % at 75 %)"),
 ]  # fmt: skip
 
 

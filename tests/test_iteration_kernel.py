@@ -43,8 +43,11 @@ from greenroute.sim.iteration.kernel import (
     A_PF_FIRST,
     A_PREEMPT,
     A_RECOMP,
+    A_RUN_S,
     A_STEPS,
     A_TOKENS,
+    TBT_BIN_REL,
+    tbt_bin,
 )
 
 PF = 0.01
@@ -99,6 +102,32 @@ def test_iteration_boundaries_ttft_e2e_and_accumulators() -> None:
     # linear fallback power: idle + (peak - idle) x tokens / budget, by iteration
     energy = (100 + 400 * 0.80) * 0.8 + (100 + 400 * 0.42) * 0.42 + (100 + 400 * 0.02) * 0.05
     assert acc[A_ENERGY_J] == pytest.approx(energy, rel=EXACT)
+    # running requests x seconds: 2 x 0.8 + 3 x 0.42 + 2 x 0.05 (a request counts in the
+    # iteration that completes it)
+    assert acc[A_RUN_S] == pytest.approx(2 * 0.8 + 3 * 0.42 + 2 * 0.05, rel=EXACT)
+    # token gaps: A 0.42 and 0.05, B 0.42, C 0.05 -> two in each bin, none elsewhere
+    assert st.tbt_hist.sum() == 4
+    assert st.tbt_hist[tbt_bin(0.42)] == 2
+    assert st.tbt_hist[tbt_bin(0.05)] == 2
+
+
+def test_token_gap_percentiles_from_the_histogram() -> None:
+    """Percentiles over every gap (not per-request means): one request with 99 gaps of 0.05 s
+    and one 10.01 s stall (prefill of a long prompt arriving beside it) has p50 = 0.05 s and
+    p99 = 0.05 s, p99.5 = 10.01 s; each within half a bin (0.5 %) of the exact gap."""
+    from greenroute.sim.iteration_results import hist_percentile
+
+    cfg = IterationConfig.uniform(1, blocks_total=1000, max_batched_tokens=2048)
+    # A(10, 101) at 0: prefill 0.1, decodes every 0.05; L(1000, 1) lands during A's 2nd decode
+    st, log, _ = _run([(0.0, 10, 101), (0.17, 1000, 1)], cfg)
+    assert st.tbt_hist.sum() == 100  # A's 100 gaps; L has a single token
+    assert st.tbt_hist[tbt_bin(10.01)] == 1
+    assert st.tbt_hist[tbt_bin(0.05)] == 99
+    half_bin = TBT_BIN_REL / 2 + 1e-12
+    assert hist_percentile(st.tbt_hist, 50) == pytest.approx(0.05, rel=half_bin)
+    assert hist_percentile(st.tbt_hist, 99) == pytest.approx(0.05, rel=half_bin)
+    assert hist_percentile(st.tbt_hist, 99.5) == pytest.approx(10.01, rel=half_bin)
+    assert log["tbt_max_s"][0] == pytest.approx(10.01, rel=EXACT)
 
 
 def test_long_prompt_stalls_the_decodes_of_others() -> None:
@@ -320,6 +349,8 @@ def test_fast_forward_equals_iteration_by_iteration(data) -> None:
             np.testing.assert_array_equal(fast[k], slow[k])
     # all accumulators but the diagnostic step/jump counts
     np.testing.assert_allclose(st_fast.acc[:, :A_STEPS], st_slow.acc[:, :A_STEPS], rtol=1e-9)
+    np.testing.assert_allclose(st_fast.acc[:, A_RUN_S], st_slow.acc[:, A_RUN_S], rtol=1e-9)
+    np.testing.assert_array_equal(st_fast.tbt_hist, st_slow.tbt_hist)
     np.testing.assert_allclose(st_fast.clock, st_slow.clock, rtol=1e-9)
     np.testing.assert_array_equal(st_fast.nrun, st_slow.nrun)
     np.testing.assert_array_equal(st_fast.qlen, st_slow.qlen)

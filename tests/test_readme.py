@@ -131,7 +131,7 @@ def test_readme_python_examples_run(data_dir):
     # the README's first custom scenario is sensibly loaded, as the text says
     m = ns["base"].metrics
     for site in ("GB", "DE-LU"):
-        assert 0.30 <= m[f"utilisation_{site}"] <= 0.50
+        assert 0.15 <= m[f"utilisation_{site}"] <= 0.35  # running-cap occupancy
     assert m["requests_dropped"] == 0.0
     assert m["slo_violation_pct"] < 1.0
     assert m["ttft_mean_s"] < 0.5

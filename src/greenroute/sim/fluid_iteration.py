@@ -25,14 +25,20 @@ Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running
   ``E[tau](N)`` + a wait for a running slot: M/G/c per server with ``c = S``, service = the
   residence ``N / lam`` (Little), its SCV that of the output length. No pooling across
   servers: a request is queued at the server its local policy picks on arrival.
-* minute rate noise (lognormal, piecewise constant per ``NOISE_PERIOD_S``): the backlog carried
-  from minute to minute (Lindley's recursion with Gaussian increments ``(u m - 1) T``, mean by
-  Spitzer's identity) plus the linear build-up within an overloaded minute, arrival-weighted
-  over Gauss-Hermite nodes; everyone waits it.
+* minute rate noise (lognormal, piecewise constant per ``NOISE_PERIOD_S``), over Gauss-Hermite
+  nodes ``m_k`` weighted by arrivals: the slot wait is the mean of each node's stationary M/G/S
+  wait (``N`` re-solved at the node's rate, held at ``RHO_MAX_STABLE``), each weighted also by
+  the share of the minute it takes to relax to it, ``1 - tau/T (1 - exp(-T/tau))`` with
+  Odoni & Roth's relaxation time ``tau = (1 + scv) (N / lam) / S / (2.8 (1 - sqrt(N/S))^2)``
+  (nodes near saturation relax slowly, so their huge stationary waits count little); plus the
+  backlog carried from minute to minute (Lindley's recursion with Gaussian increments
+  ``(u m - 1) T``, mean by Spitzer's identity) and the linear build-up within an overloaded
+  minute; everyone waits those.
 
-No fitted constant. Known misses (``tests/test_fluid_iteration_calibration.py``, measured):
-round-robin (its per-server arrivals are smoother than Poisson), minute noise at 75-85 %, and
-mixes with long prompts at 75-85 % (the demo's deferrable class). Prompts arriving in the same
+No fitted constant (2.8 is Odoni & Roth's published one). Known misses
+(``tests/test_fluid_iteration_calibration.py``, measured): round-robin (its per-server arrivals
+are smoother than Poisson) at 60 % and 85 %, and mixes with long prompts at 75-85 % (the demo's
+deferrable class), with or without noise. Prompts arriving in the same
 iteration gap share a prefill iteration in the engine; the model leaves that out (adding it as
 ``2 resid x lam x marginal prefill`` overshot the single region by +7 % at 60 %).
 """
@@ -184,7 +190,7 @@ def correct_epoch(fl, e: int) -> np.ndarray:
 
     b0, slope, cap, pw, cond, _es_mix, served = fl.out
     IK.iteration_epoch(e, float(fl.sc.epoch_s), fl.n_gcm, served, *fl.it_static, fl.n_int,
-                       *fl.it_par, fl.it_dyn_kwh, pw, cond, fl.pre)  # fmt: skip
+                       *fl.it_par, fl.it_dyn_kwh, fl.busy_slot_s, pw, cond, fl.pre)  # fmt: skip
     IK.epoch_info(e, fl.it_dyn_kwh, fl.k_info[0], fl.k_info[1], fl.info, fl.it_static[6],
                   fl.pre, fl.e_pf_it)  # fmt: skip
     k = fl.k_info

@@ -14,6 +14,10 @@ from numba import njit
 from greenroute.sim.queueing_kernel import erlang_c
 
 BISECTION_ITERS = 30
+# Odoni & Roth (1983), "An empirical investigation of the transient behavior of stationary
+# queueing systems", Oper. Res. 31(3): relaxation time ~ (ca^2 + cs^2) E[S] /
+# (2.8 (1 - sqrt(rho))^2); a queue of S servers as one S times faster (E[S] / S)
+ODONI_ROTH = 2.8
 
 
 @njit(cache=True)
@@ -71,10 +75,13 @@ def running(g, lam, lam_tot, types, tau, adv, decode, e_out, slots):
 @njit(cache=True)
 def iteration_epoch(
     e, dt, n_gcm, served, e_sat, w_sat, g_servers, g_slots, g_dyn_w, g_region, types,
-    tau, tau2, adv, decode, e_out, e_out2, n_int, gh, par, it_dyn_kwh, pw, cond, pre,
+    tau, tau2, adv, decode, e_out, e_out2, n_int, gh, par, it_dyn_kwh, busy_slot_s, pw, cond,
+    pre,
 ):  # fmt: skip
     """One epoch's correction (``fluid_iteration.correct_epoch``), in place: ``it_dyn_kwh[:, e]``
-    (energy at the running batch instead of saturation cost), ``pw``/``cond`` (slot wait) and
+    (energy at the running batch instead of saturation cost), ``busy_slot_s[:, e]`` (running
+    request-seconds ``servers x N x dt`` instead of saturation slot-seconds, so utilisation is the
+    occupancy of the running cap as in the engine), ``pw``/``cond`` (slot wait) and
     ``pre`` (residual + own prefill iteration) per group. ``par``: noise sigma, noise period, the
     utilisation above which a minute counts as overloaded (``fluid.RHO_MAX_STABLE``)."""
     n_g, n_c, n_m = n_gcm.shape
@@ -104,6 +111,7 @@ def iteration_epoch(
             cond[g] = 0.0
             continue
         n = running(g, lam, lam_tot, types, tau, adv, decode, e_out, s)
+        busy_slot_s[g_region[g], e] += srv * n * dt - served[g]
         d = 0.0
         e_mix = 0.0
         tau2_sum = 0.0
@@ -158,12 +166,18 @@ def iteration_epoch(
         cond[g] = (1.0 / denom if denom > 0 else 0.0) * (1.0 + scv) / 2.0
         if not sig > 0 or not u > 0:
             continue
-        # minute rate noise (lognormal multiplier, Gauss-Hermite nodes weighted by arrivals):
-        # the backlog carried from minute to minute (Lindley's recursion over noise periods,
-        # Spitzer's identity) plus, in an overloaded minute, the linear build-up within it
+        # minute rate noise (lognormal multiplier, Gauss-Hermite nodes weighted by arrivals).
+        # Within a minute the queue is near its stationary state at that minute's rate (the
+        # slot wait's relaxation time, a few residences, is well below the minute): the wait
+        # is the arrival-weighted mean over the nodes of the M/G/S wait at the node's rate
+        # (running decodes N re-solved per node; rates held at RHO_MAX_STABLE, above which
+        # the overload terms below take over), as the slots model does (``noise_wait``)
         u_st = min(u, rho_max)  # above it the epoch-level fluid backlog takes over
-        backlog = lindley_gaussian_mean((u_st - 1.0) * period, u_st * sig * period)
+        base = lam[g].copy()
         p_sum = 0.0
+        pw_sum = 0.0
+        pwc_sum = 0.0
+        f_sum = 0.0
         build = 0.0
         for k in range(z.size):
             mult = math.exp(sig * z[k] - 0.5 * sig * sig)
@@ -171,6 +185,31 @@ def iteration_epoch(
             p_sum += p
             if u * mult > 1.0:
                 build += p * (u * mult - 1.0) * period / 2.0
+            m_eff = min(mult, rho_max / u)
+            for c in range(n_c):
+                for m in range(n_m):
+                    lam[g, c, m] = base[c, m] * m_eff
+            lam_k = lam_tot * m_eff
+            n_k = running(g, lam, lam_k, types, tau, adv, decode, e_out, s)
+            pw_k = erlang_c(s, n_k)
+            den_k = s * lam_k / max(n_k, 1e-12) - lam_k
+            cond_k = (1.0 / den_k if den_k > 0 else 0.0) * (1.0 + scv) / 2.0
+            # weight: the share of the minute the queue spends relaxed to the node's wait,
+            # 1 - tau/T (1 - exp(-T/tau)) (time-average of 1 - exp(-t/tau) over the minute)
+            rho_k = n_k / s
+            res_k = n_k / lam_k if lam_k > 0 else 0.0
+            gap_k = 1.0 - math.sqrt(min(rho_k, 0.999999))
+            tau_k = (1.0 + scv) * res_k / s / (ODONI_ROTH * gap_k * gap_k)
+            frac = 1.0 - tau_k / period * (1.0 - math.exp(-period / tau_k)) if tau_k > 0 else 1.0
+            f_sum += p * frac
+            pw_sum += p * frac * pw_k
+            pwc_sum += p * frac * pw_k * cond_k
+        lam[g] = base
+        pw[g] = pw_sum / f_sum
+        cond[g] = (pwc_sum / f_sum) / pw[g] if pw[g] > 0 else 0.0
+        # the backlog carried from minute to minute (Lindley's recursion over noise periods,
+        # Spitzer's identity) plus, in an overloaded minute, the linear build-up within it
+        backlog = lindley_gaussian_mean((u_st - 1.0) * period, u_st * sig * period)
         extra = backlog + build / p_sum
         if extra > 0:  # everyone waits the extra: P(wait) = 1, mean = the total
             cond[g] = pw[g] * cond[g] + extra

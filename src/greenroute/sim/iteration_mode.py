@@ -91,7 +91,9 @@ _LOG_FIELDS = (
     ("t_finish_s", "finish"), ("tbt_sum_s", "tbt_sum"), ("tbt_max_s", "tbt_max"),
 )  # fmt: skip
 # per-epoch [R, E] figures from the accumulators
-EPOCH_FIELDS = ("dyn_kwh", "busy_s", "iters", "batch_sum", "tokens", "budget_tokens")
+EPOCH_FIELDS = (
+    "dyn_kwh", "busy_s", "run_s", "iters", "batch_sum", "tokens", "budget_tokens"
+)  # fmt: skip
 
 
 def cost_tables(b: BuiltCluster) -> list[CostTable]:
@@ -208,6 +210,7 @@ class IterationBackend:
         self.cost = stack_cost_tables(self.tables)
         self.over_busy = np.zeros(built.n_servers)  # overhang moved to the next epoch
         self.over_j = np.zeros(built.n_servers)
+        self.over_run = np.zeros(built.n_servers)
         self.st = IterationState.empty(self.cfg, built.n_regions)
         ty = self.cfg.server_type
         self._full_step_s = built.decode_s[ty, built.server_slots]
@@ -333,13 +336,17 @@ class IterationBackend:
         # the last iteration's part past t_end goes to the next epoch, at the mean power
         busy_it, energy_it = d[:, IK.A_BUSY_S], d[:, IK.A_ENERGY_J]
         move = np.minimum(np.maximum(self.st.clock - t_end, 0.0), busy_it)
+        run_it = d[:, IK.A_RUN_S]
         with np.errstate(divide="ignore", invalid="ignore"):
             move_j = np.where(busy_it > 0, energy_it * move / busy_it, 0.0)
+            move_run = np.where(busy_it > 0, run_it * move / busy_it, 0.0)
         busy = busy_it - move + self.over_busy
         energy = energy_it - move_j + self.over_j
-        self.over_busy, self.over_j = move, move_j
+        running = run_it - move_run + self.over_run
+        self.over_busy, self.over_j, self.over_run = move, move_j, move_run
         self.dyn_kwh[:, e] = by_region(energy - b.server_idle_w * busy) / 3.6e6
         self.busy_s[:, e] = by_region(busy)
+        self.run_s[:, e] = by_region(running)
         self.iters[:, e] = by_region(d[:, IK.A_ITER])
         self.batch_sum[:, e] = by_region(d[:, IK.A_BATCH_SUM])
         self.tokens[:, e] = by_region(d[:, IK.A_TOKENS])
@@ -444,7 +451,7 @@ class IterationBackend:
             "server_model": self.cfg.server_model.copy(),
             "has_usable": self.has_usable,
             "cost": (self.cost, len(self.tables), dict(self.capped_types)),
-            "over": (self.over_busy, self.over_j),
+            "over": (self.over_busy, self.over_j, self.over_run),
             "carry": self.carry,
             "acc_prev": self.acc_prev.copy(),
             "epoch": {k: getattr(self, k)[:, e0:e1].copy() for k in EPOCH_FIELDS},
@@ -471,7 +478,7 @@ class IterationBackend:
         self.has_usable = snap["has_usable"]
         self.cost, n_tables, self.capped_types = snap["cost"]
         del self.tables[n_tables:]
-        self.over_busy, self.over_j = snap["over"]
+        self.over_busy, self.over_j, self.over_run = snap["over"]
         self.carry = snap["carry"]
         self.acc_prev = snap["acc_prev"].copy()
         e0 = snap["e0"]

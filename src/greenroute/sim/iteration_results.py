@@ -7,16 +7,24 @@ Latency (per request, seconds):
   model), so no cold load enters it.
 * end-to-end = end of the iteration of the last token + one-way network - arrival at the
   origin (deferrable requests include the time they were held).
-* ``tbt_mean_s``: mean time between tokens over every token gap of the completed requests;
-  ``tbt_p99_s``: 99th percentile over completed requests of each request's MEAN gap (requests
-  with one output token have no gap and are left out).
+* time between tokens (vLLM's benchmark names in brackets): ``tbt_mean_s`` = mean of every
+  token gap of the completed requests; ``tbt_p50_s``/``tbt_p99_s`` = percentiles over every
+  token gap (inter-token latency, ITL), read from the kernel's log-binned gap histogram (bins
+  1 % wide, value at the bin's geometric centre: within 0.5 % of the exact percentile; the
+  histogram also holds the gaps of requests still running or later dropped);
+  ``tpot_p99_s`` = 99th percentile over completed requests of each request's mean gap (time
+  per output token, TPOT; splitwise-sim's per-request ``tbt``). Requests with one output token
+  have no gap.
 
 Energy: per epoch and server, the energy of the iterations that started in the epoch (from the
 kernel's cumulative accumulators read at each epoch end) less idle power over their duration
 gives the dynamic IT energy; the ledger adds always-on idle power, so carbon, water and cost
-follow as in the slots model. Utilisation = the share of time the region's servers run
-iterations. ``batch_size_mean`` = requests per iteration; ``token_budget_utilisation`` = tokens
-processed / (iterations x token budget), per region in the epoch frame and in total.
+follow as in the slots model. Utilisation = occupancy of the running cap: running requests x
+seconds / (running cap x seconds), the continuous-batching analogue of busy slots (a server
+iterating with one request is 1/32 utilised, not fully busy); ``iterating_share`` = the share
+of time the servers run iterations. ``batch_size_mean`` = requests per iteration;
+``token_budget_utilisation`` = tokens processed / (iterations x token budget), per region in
+the epoch frame and in total.
 
 Conservation: every request is completed (finish <= horizon), dropped with a reason, or in
 flight (held, on the network, queued, running, or finishing after the horizon). Tokens: for a
@@ -109,7 +117,9 @@ def finalize_iteration(sim, be) -> RunResult:
             "tbt_mean_s": float(be.tbt_sum[completed].sum() / gaps.sum())
             if gaps.sum() > 0
             else float("nan"),
-            "tbt_p99_s": _safe(np.percentile, tbt_req, 99),  # p99 of per-request mean TBT
+            "tbt_p50_s": hist_percentile(be.st.tbt_hist, 50),
+            "tbt_p99_s": hist_percentile(be.st.tbt_hist, 99),
+            "tpot_p99_s": _safe(np.percentile, tbt_req, 99),
             "preemptions": float(acc[IK.A_PREEMPT]),
             "iterations": iters,
             "batch_size_mean": float(acc[IK.A_BATCH_SUM] / iters) if iters else float("nan"),
@@ -119,10 +129,14 @@ def finalize_iteration(sim, be) -> RunResult:
             "output_tokens": float(be.out_tok.sum()),
         }
     )
-    per_server = b.region_slots() / np.maximum(b.region_servers(), 1)
-    busy_slot_s = be.busy_s * per_server[:, None]  # utilisation = busy server time / time
+    busy_slot_s = be.run_s  # running request-seconds: utilisation = occupancy of the cap
     _add_common(metrics, sim, busy_slot_s)
+    servers = b.region_servers()
+    metrics["iterating_share"] = float(be.busy_s.sum() / max(servers.sum() * t_end, 1e-12))
     frame = _epoch_frame(sim, led, dispatched, busy_slot_s)
+    frame["iterating_share"] = (
+        be.busy_s / np.maximum(servers[:, None] * sc.epoch_s, 1e-12)
+    ).ravel()
     with np.errstate(divide="ignore", invalid="ignore"):
         frame["batch_size_mean"] = np.where(be.iters > 0, be.batch_sum / be.iters, np.nan).ravel()
         frame["token_budget_utilisation"] = np.where(
@@ -140,10 +154,21 @@ def finalize_iteration(sim, be) -> RunResult:
     return res
 
 
+def hist_percentile(hist: np.ndarray, q: float) -> float:
+    """``q``-th percentile of the token gaps counted in ``hist`` (kernel ``tbt_bin``): the
+    geometric centre of the bin where the cumulative count reaches ``q`` % (NaN if empty)."""
+    total = float(hist.sum())
+    if total <= 0:
+        return float("nan")
+    b = int(np.searchsorted(np.cumsum(hist), q / 100.0 * total))
+    r = 1.0 + IK.TBT_BIN_REL
+    return float(IK.TBT_LO_S * r**b * np.sqrt(r))
+
+
 def server_frame(sim, be):
-    """Per-server figures of the run: iterations, busy seconds, mean batch size, token-budget
-    utilisation (tokens processed / (iterations x budget)), iteration energy (J, busy time
-    only), preemptions; in ``RunResult.extras["servers"]``."""
+    """Per-server figures of the run: iterations, busy seconds, running request-seconds, mean
+    batch size, token-budget utilisation (tokens processed / (iterations x budget)), iteration
+    energy (J, busy time only), preemptions; in ``RunResult.extras["servers"]``."""
     import pandas as pd
 
     b = sim.prep.built
@@ -158,6 +183,7 @@ def server_frame(sim, be):
             "region": np.asarray(sim.sc.regions, dtype=object)[b.server_region],
             "iterations": it,
             "busy_s": acc[:, IK.A_BUSY_S],
+            "running_request_s": acc[:, IK.A_RUN_S],
             "batch_size_mean": batch,
             "token_budget_utilisation": util,
             "iteration_energy_j": acc[:, IK.A_ENERGY_J],

@@ -84,7 +84,15 @@ A_DROP_PREEMPT = 9  # requests dropped at the preemption bound
 A_OUT_TOK = 10  # output tokens produced
 A_STEPS = 11  # iterations simulated one by one (diagnostic)
 A_JUMPS = 12  # runs of identical decode iterations simulated in one step (diagnostic)
-N_ACC = 13
+A_RUN_S = 13  # sum over iterations of running requests x seconds (occupancy of the running cap)
+N_ACC = 14
+# --- token-gap histogram (state ``tbt_hist``): every gap between two consecutive output tokens
+# of a request is counted in log-spaced bins, bin b = [TBT_LO_S x r^b, TBT_LO_S x r^(b+1)) with
+# r = 1 + TBT_BIN_REL; gaps below TBT_LO_S fall in bin 0, above the last bin in the last. A
+# percentile read at a bin's geometric centre is within TBT_BIN_REL / 2 of the exact one.
+TBT_LO_S = 1e-4
+TBT_BIN_REL = 0.01
+TBT_N_BINS = 1800  # 1e-4 s x 1.01^1800 = 6.0e3 s
 # --- completion log columns
 LI_REQ = 0
 LI_SERVER = 1
@@ -335,7 +343,16 @@ def _admit(s, cap_tokens, block_tokens, reserve, st):
 
 
 @njit(cache=True, inline="always")
-def _token_out(s, e, t, ei, ef):
+def tbt_bin(gap):
+    """Histogram bin of a token gap of ``gap`` seconds (see ``TBT_LO_S``)."""
+    if gap <= TBT_LO_S:
+        return 0
+    b = int(np.log(gap / TBT_LO_S) / np.log1p(TBT_BIN_REL))
+    return b if b < TBT_N_BINS else TBT_N_BINS - 1
+
+
+@njit(cache=True, inline="always")
+def _token_out(s, e, t, ei, ef, hist):
     ei[s, e, EI_GEN] += 1
     if ei[s, e, EI_GEN] == 1:
         ef[s, e, EF_TFIRST] = t
@@ -344,6 +361,7 @@ def _token_out(s, e, t, ei, ef):
         ef[s, e, EF_TBT_SUM] += gap
         if gap > ef[s, e, EF_TBT_MAX]:
             ef[s, e, EF_TBT_MAX] = gap
+        hist[tbt_bin(gap)] += 1
     ef[s, e, EF_TLAST] = t
 
 
@@ -424,6 +442,7 @@ def _iterate(s, cfg, cost, st):
     acc[s, A_BATCH_SUM] += members
     acc[s, A_TOKENS] += pf_tok + n_dec
     acc[s, A_ENERGY_J] += pw * dur
+    acc[s, A_RUN_S] += nrun[s] * dur
     k = 0
     while k < nrun[s]:
         e = run[s, k]
@@ -456,7 +475,7 @@ def _iterate(s, cfg, cost, st):
             ei[s, e, EI_DEC] = 0
             produced = True
         if produced:
-            _token_out(s, e, t_end, ei, ef)
+            _token_out(s, e, t_end, ei, ef, st[19])
             acc[s, A_OUT_TOK] += 1.0
             if ei[s, e, EI_GEN] >= ei[s, e, EI_OUTPUT]:
                 blocks_free[s] += ei[s, e, EI_BLOCKS]
@@ -554,7 +573,10 @@ def _fast_forward(s, t_until, cfg, cost, st):
     acc[s, A_BATCH_SUM] += k * n
     acc[s, A_TOKENS] += k * n
     acc[s, A_ENERGY_J] += pw * k * d
+    acc[s, A_RUN_S] += n * k * d
     acc[s, A_DEC_IN] += k * n
+    hist = st[19]
+    hist[tbt_bin(d)] += (k - 1) * n
     acc[s, A_OUT_TOK] += k * n
     work_tok[s] -= k * n
     j = 0
@@ -569,6 +591,7 @@ def _fast_forward(s, t_until, cfg, cost, st):
         ei[s, e, EI_GEN] += k
         ei[s, e, EI_SKIP] = 0
         first = t0 + d - ef[s, e, EF_TLAST]
+        hist[tbt_bin(first)] += 1
         ef[s, e, EF_TBT_SUM] += first + (k - 1) * d
         if first > ef[s, e, EF_TBT_MAX]:
             ef[s, e, EF_TBT_MAX] = first

@@ -38,6 +38,7 @@ from greenroute.sim.iteration.kernel import (
     N_EI,
     N_LF,
     N_LI,
+    TBT_N_BINS,
 )  # fmt: skip
 
 BLOCK_TOKENS_DEFAULT = 16  # vLLM's default KV block size (tokens)
@@ -147,6 +148,7 @@ class IterationState:
     rr: np.ndarray  # [n_regions] round-robin pointers
     ff_k: np.ndarray  # [S] cached steady run length (kernel ``_steady``); -1: unknown
     ff_d: np.ndarray  # [S] cached steady iteration seconds
+    tbt_hist: np.ndarray  # [TBT_N_BINS] counts of token gaps (kernel ``tbt_bin``), all servers
     log_i: np.ndarray = field(default_factory=lambda: np.zeros((0, N_LI), dtype=np.int64))
     log_f: np.ndarray = field(default_factory=lambda: np.zeros((0, N_LF)))
     log_n: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
@@ -174,6 +176,7 @@ class IterationState:
             rr=np.zeros(max(n_regions, 1), dtype=np.int64),
             ff_k=np.full(n, -1, dtype=np.int64),
             ff_d=np.zeros(n),
+            tbt_hist=np.zeros(TBT_N_BINS),
         )
 
     def copy(self) -> IterationState:
@@ -227,5 +230,5 @@ class IterationState:
         return (
             self.ei, self.ef, self.efree, self.nfree, self.q, self.qhead, self.qlen, self.run,
             self.nrun, self.clock, self.blocks_free, self.work_tok, self.acc, self.rr, self.log_i,
-            self.log_f, self.log_n, self.ff_k, self.ff_d,
+            self.log_f, self.log_n, self.ff_k, self.ff_d, self.tbt_hist,
         )  # fmt: skip
