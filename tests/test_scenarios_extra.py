@@ -119,10 +119,8 @@ def au_week(data_dir):
     """The full au-edge week, local-only, real data for Sydney/Melbourne."""
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("GREENROUTE_DATA_DIR", raising=False)
-        # au-edge was sized on slots servers (~0.27 mean utilisation); under the iteration
-        # model its capacity is ~2/3 of that and the same load reads 0.47
-        yield greenroute.run("au-edge", "local-only", seed=0, data_dir=data_dir,
-                             server_model="slots")  # fmt: skip
+        # the default (iteration) server model, on which au-edge is sized
+        yield greenroute.run("au-edge", "local-only", seed=0, data_dir=data_dir)
     A.clear_cache()
 
 
@@ -350,10 +348,8 @@ def test_marlin8_structure():
 
 
 def _check_marlin8_run(data_dir) -> None:
-    # sized on slots servers (busiest group ~0.90); the iteration model's lower capacity
-    # overloads the busiest groups (0.8 % dropped, measured): see the closing note of issue 8
-    res = greenroute.run("marlin8", "local-only", seed=0, days=0.25, data_dir=data_dir,
-                         server_model="slots")  # fmt: skip
+    # the default (iteration) server model, on which marlin8 is sized
+    res = greenroute.run("marlin8", "local-only", seed=0, days=0.25, data_dir=data_dir)
     m = res.metrics
     assert m["requests_total"] > 0 and m["energy_kwh"] > m["it_energy_kwh"] > 0
     assert res.manifest["facility"] == "marlin"
@@ -374,9 +370,7 @@ def test_marlin8_runs_without_data(monkeypatch):
 
 @pytest.mark.realdata
 def test_marlin8_serves_both_models_without_drops(data_dir):
-    # sized on slots servers (busiest group ~0.90); the iteration model's lower capacity
-    # overloads the busiest groups (0.8 % dropped, measured): see the closing note of issue 8
-    res = greenroute.run("marlin8", "local-only", seed=0, days=0.25, data_dir=data_dir,
-                         server_model="slots")  # fmt: skip
+    # the default (iteration) server model, on which marlin8 is sized
+    res = greenroute.run("marlin8", "local-only", seed=0, days=0.25, data_dir=data_dir)
     assert res.metrics["dropped_no_server_for_model"] == 0
     assert res.metrics["requests_dropped"] < 1e-3 * res.metrics["requests_total"]
