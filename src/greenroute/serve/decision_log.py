@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
-
-import pandas as pd
 
 
 class DecisionLog:
@@ -39,7 +38,8 @@ class DecisionLog:
     def write(self, record: dict[str, Any]) -> None:
         if self._fh is None:
             return
-        rec = {"time_utc": pd.Timestamp(record["time_s"], unit="s", tz="UTC").isoformat(),
+        when = datetime.fromtimestamp(record["time_s"], tz=UTC).isoformat()
+        rec = {"time_utc": when,
                **record}  # fmt: skip
         line = json.dumps(rec, separators=(",", ":"), default=_jsonable)
         with self._lock:

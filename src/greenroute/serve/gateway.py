@@ -7,6 +7,7 @@ import asyncio
 import collections
 import contextlib
 import ipaddress
+import logging
 import time
 from collections.abc import Callable
 
@@ -21,6 +22,7 @@ from greenroute.serve.security import ClientKey, KeyStore, RateLimiter
 from greenroute.serve.signals import SignalHub, build_provider
 from greenroute.serve.upstreams import UpstreamPool
 
+LOG = logging.getLogger("greenroute.serve")
 ORIGIN_HEADER = "x-greenroute-origin"
 CLASS_HEADER = "x-greenroute-class"
 
@@ -33,6 +35,7 @@ class Gateway:
         self.pool = UpstreamPool(cfg)
         self.pool.on_eject = self._on_eject
         self.pool.on_release = self._on_release
+        self._signal_warned: set[tuple[str, str, str]] = set()
         self._waiters: collections.deque[asyncio.Future] = collections.deque()
         t0 = clock()
         self.hub = SignalHub([build_provider(p, t0) for p in cfg.providers], cfg.providers,
@@ -84,8 +87,9 @@ class Gateway:
             # they only read the live state
             try:
                 state = await asyncio.to_thread(self.planner.replan)
-            except Exception as err:  # keep the last plan; say why in the metrics
+            except Exception as err:  # keep the last plan; say why in the metrics and log
                 self.metrics.fallbacks.labels(f"replan-failed-{type(err).__name__}").inc()
+                LOG.exception("replanning failed; the previous plan stays in force")
                 continue
             self.replan(state)
 
@@ -104,6 +108,11 @@ class Gateway:
     # ------------------------------------------------------------------ hooks
     def _on_eject(self, up, ejected: bool) -> None:
         region = self.cfg.region_names[up.region]
+        if ejected:
+            LOG.warning("upstream %s (%s) ejected after %d failures", up.name, region,
+                        up.failures)  # fmt: skip
+        else:
+            LOG.warning("upstream %s (%s) re-admitted by a health check", up.name, region)
         self.metrics.healthy.labels(region, up.name).set(0 if ejected else 1)
         self.metrics.fallbacks.labels("ejection" if ejected else "readmission").inc()
 
@@ -126,6 +135,10 @@ class Gateway:
 
     def _on_signal_event(self, kind: str, provider: str, region: str) -> None:
         self.metrics.signal_events.labels(kind, provider, region).inc()
+        key = (kind, provider, region)
+        if key not in self._signal_warned:  # once per kind, provider and region
+            self._signal_warned.add(key)
+            LOG.warning("signal provider %s for %s: %s; falling back", provider, region, kind)
 
     # ------------------------------------------------------------------ request context
     def authenticate(self, authorization: str | None) -> ClientKey | None:

@@ -229,8 +229,13 @@ def _upstream_request(ctx: _Ctx, choice: Choice, body: bytes) -> httpx.Request:
     if key:
         headers["authorization"] = f"Bearer {key}"
     assert ctx.gw.client is not None
-    return ctx.gw.client.build_request("POST", up.cfg.url + ctx.endpoint, content=body,
-                                       headers=headers)  # fmt: skip
+    url = _URLS.get((up.cfg.url, ctx.endpoint))
+    if url is None:  # parsed once per upstream and endpoint
+        url = _URLS[(up.cfg.url, ctx.endpoint)] = httpx.URL(up.cfg.url + ctx.endpoint)
+    return ctx.gw.client.build_request("POST", url, content=body, headers=headers)
+
+
+_URLS: dict[tuple[str, str], httpx.URL] = {}
 
 
 def _out_headers(ctx: _Ctx, choice: Choice, resp: httpx.Response) -> dict[str, str]:

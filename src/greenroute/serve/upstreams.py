@@ -10,6 +10,7 @@ the geo policy sees at the next epoch.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ import numpy as np
 
 from greenroute.serve.config import GatewayConfig, UpstreamConfig
 
+LOG = logging.getLogger("greenroute.serve")
 EWMA_ALPHA = 0.2  # weight of the newest duration in the running means (engineering choice)
 
 
@@ -160,7 +162,10 @@ class UpstreamPool:
     async def health_loop(self, client) -> None:
         while True:
             await asyncio.sleep(self.policy.health_interval_s)
-            await self.health_round(client)
+            try:
+                await self.health_round(client)
+            except Exception:  # never let the checker die: the next round tries again
+                LOG.exception("health check round failed")
 
 
 def _ewma(old: float, new: float) -> float:
