@@ -154,13 +154,16 @@ def test_oracle_share_computed_from_paired_runs_matches_compare(sweep_dir):
     """Sweep cells lack compare's oracle shares: computed from the same seed's local-only and
     oracle runs they equal what greenroute.compare (api.add_oracle_gaps) reported."""
     inp = load_dir(sweep_dir)
-    want = oracle_gaps(inp)["oracle_savings_captured_pct"]
+    keys = ["oracle_savings_captured_pct", "oracle_carbon_savings_captured_pct"]
+    want = oracle_gaps(inp)
     for r in inp.runs:
-        del r.metrics["oracle_savings_captured_pct"], r.metrics["oracle_objective"]
-    got = oracle_gaps(inp)["oracle_savings_captured_pct"]
-    assert set(got) == set(POLICIES)
-    for label in POLICIES:
-        assert got[label] == pytest.approx(want[label], rel=1e-9, abs=1e-9)
+        for k in [*keys, "oracle_objective"]:
+            del r.metrics[k]
+    got = oracle_gaps(inp)
+    for k in keys:
+        assert set(got[k]) == set(POLICIES)
+        for label in POLICIES:
+            assert got[k][label] == pytest.approx(want[k][label], rel=1e-9, abs=1e-9)
 
 
 def test_figures_have_one_trace_per_region_and_series(sweep_dir):
@@ -294,3 +297,15 @@ def test_matplotlib_redraw_keeps_panels_and_values(sweep_dir):
     assert len(shares) == len(POLICIES)
     for ax in shares:  # stacked shares reach 100 % where anything was dispatched
         assert ax.collections[-1].get_paths()[0].vertices[:, 1].max() == pytest.approx(100)
+
+
+def test_table_numbers_are_readable():
+    from greenroute.bench.report import _num
+
+    assert [_num(81690.3), _num(120.4, 2), _num(0.2486), _num(3e-5), _num(float("nan"))] == [
+        "81,690",
+        "120",
+        "0.2486",
+        "3e-05",
+        "–",
+    ]

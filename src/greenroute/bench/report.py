@@ -67,9 +67,19 @@ def _e(v) -> str:
     return html.escape(str(v))
 
 
+def _num(v: float, sig: int = 4) -> str:
+    """``sig`` significant digits; from ``10**sig`` on, the whole number with thousands
+    separators (81,690 rather than 8.169e+04)."""
+    if v != v:
+        return "–"
+    if abs(v) >= 10**sig:
+        return f"{v:,.0f}"
+    return f"{v:.{sig}g}"
+
+
 def _fmt(v) -> str:
     if isinstance(v, float):
-        return "–" if v != v else f"{v:.4g}"
+        return _num(v)
     if isinstance(v, dict | list):
         return json.dumps(v, sort_keys=True)
     return str(v)
@@ -95,7 +105,7 @@ def metrics_summary(inp: ReportInput) -> pd.DataFrame:
         row = {"policy": label, "seeds": int(sub["n"].max()) if len(sub) else 0}
         for m in TABLE_METRICS:
             mean, half = sub.loc[m, "mean"], sub.loc[m, "ci95"]
-            row[m] = _fmt(float(mean)) + ("" if half != half else f" ± {float(half):.2g}")
+            row[m] = _num(float(mean)) + ("" if half != half else f" ± {_num(float(half), 2)}")
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -272,33 +272,31 @@ def oracle_gaps(inp: ReportInput) -> dict[str, dict[str, list[float]]]:
     """Per metric of :data:`ORACLE_GAP_KEYS`, per series: the per-seed values.
 
     The captured shares are the runs' own metrics (``compare`` adds them); where a run lacks
-    the J share (a sweep cell) it is computed as ``compare`` does
+    them (a sweep cell) they are computed as ``compare`` does
     (:func:`greenroute.api.add_oracle_gaps`) from the paired local-only and oracle runs:
-    ``100 x (J_local - J) / (J_local - J_oracle)``, left out when the oracle saves less than
-    :data:`ORACLE_MIN_SAVING_FRACTION` of J_local. ``J above the oracle's`` is
-    ``100 x (J - J_oracle) / J_oracle`` with ``J_oracle`` the run's ``oracle_objective``
-    metric, else its paired oracle run's J."""
-
-    def js(policy):
-        return {_same_run_key(r, weights=True): r.metrics.get("objective")
-                for r in inp.runs if r.policy == policy}  # fmt: skip
-
-    oracle_j, local_j = js("oracle"), js(BASELINE)
+    ``100 x (x_local - x) / (x_local - x_oracle)`` for J and for carbon, left out when the
+    oracle saves less than :data:`ORACLE_MIN_SAVING_FRACTION` of x_local. ``J above the
+    oracle's`` is ``100 x (J - J_oracle) / J_oracle`` with ``J_oracle`` the run's
+    ``oracle_objective`` metric, else its paired oracle run's J."""
+    by_key = {
+        p: {_same_run_key(r, weights=True): r.metrics for r in inp.runs if r.policy == p}
+        for p in ("oracle", BASELINE)
+    }
     out: dict[str, dict[str, list[float]]] = {k: {} for k in ORACLE_GAP_KEYS}
     for r in inp.runs:
         key = _same_run_key(r, weights=True)
+        orc, base = by_key["oracle"].get(key, {}), by_key[BASELINE].get(key, {})
+        for metric, share_key in zip(("objective", "carbon_kg"), ORACLE_GAP_KEYS[:2], strict=True):
+            if share_key in r.metrics:
+                out[share_key].setdefault(r.label, []).append(r.metrics[share_key])
+                continue
+            x, b, o = r.metrics.get(metric), base.get(metric), orc.get(metric)
+            saving = b - o if None not in (x, b, o) else math.nan
+            # the oracle's saving over local-only, where it is large enough to take a share of
+            if saving > 0 and saving >= ORACLE_MIN_SAVING_FRACTION * abs(b):
+                out[share_key].setdefault(r.label, []).append(100 * (b - x) / saving)
         j = r.metrics.get("objective")
-        j_or = r.metrics.get("oracle_objective", oracle_j.get(key))
-        b = local_j.get(key)
-        for k in ORACLE_GAP_KEYS[:2]:
-            if k in r.metrics:
-                out[k].setdefault(r.label, []).append(r.metrics[k])
-        # the oracle's saving over local-only, where it is large enough to take a share of
-        saving = b - j_or if None not in (j, j_or, b) else math.nan
-        large = saving > 0 and saving >= ORACLE_MIN_SAVING_FRACTION * abs(b or 0)
-        if large and "oracle_savings_captured_pct" not in r.metrics:
-            share = 100 * (b - j) / saving
-            out["oracle_savings_captured_pct"].setdefault(r.label, []).append(share)
+        j_or = r.metrics.get("oracle_objective", orc.get("objective"))
         if j is not None and j_or is not None and j_or > 0 and r.policy != "oracle":
             out["j_above_oracle_pct"].setdefault(r.label, []).append(100 * (j - j_or) / j_or)
     return {k: v for k, v in out.items() if v}
