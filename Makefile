@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-core
 
-.PHONY: demo test lint format bench clean install
+.PHONY: demo test lint format bench clean install debian-deps
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,17 @@ $(STAMP): $(PY) pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Debian packages the tests use: Chromium (the report is opened in a headless browser).
+# Installed only when missing; needs root or passwordless sudo.
+DEBIAN_PACKAGES := chromium
+debian-deps:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo -n"; fi; \
+	  echo "installing Debian packages:$$missing"; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
 
 demo: $(STAMP)
 	$(VENV)/bin/greenroute demo
@@ -27,7 +38,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format src tests
 	$(VENV)/bin/ruff check --fix src tests
 
-test: $(STAMP) lint
+test: $(STAMP) debian-deps lint
 	$(VENV)/bin/python -m pytest -n 2 -q
 
 bench: $(STAMP)
