@@ -23,6 +23,17 @@ The Python API (used by :mod:`greenroute.api` and the HTML report):
 - :func:`load_runs` -> a pandas DataFrame, one row per run, identity columns then metrics;
 - :func:`load_epochs` -> the per-epoch series of chosen runs, with their identity columns;
 - :class:`ResultStore` for writing (:meth:`ResultStore.append`) and the rest.
+
+Columns of a runs row: ``run_id`` (a sweep cell's key, or ``run-``/``compare-`` + the hash of
+the manifest), ``source`` (run | compare | sweep), ``sweep`` (the sweep that ran it),
+``status`` (ok | failed), ``error``, ``created_utc`` (ISO 8601), ``scenario``, ``policy``,
+``label`` (the sweep's name for a policy variant, else the policy), ``policy_options`` (JSON),
+``local_policy``, ``seed``, ``days_requested``, ``fidelity``, ``server_model``, ``forecast``,
+``weight_<carbon|water|cost|latency|slo_penalty>``, ``data_dir``, ``greenroute_version``,
+``wall_s`` (seconds; a sweep cell's includes preparing the scenario), ``cpu_s`` (a sweep
+cell's CPU seconds; NaN for other runs), then every metric of
+:attr:`RunResult.metrics` (``days`` is the simulated span), then ``manifest`` and ``notes``
+(JSON) and ``traceback`` (failed runs).
 """
 
 from __future__ import annotations
@@ -68,6 +79,7 @@ IDENTITY_COLUMNS: tuple[str, ...] = (
     "data_dir",
     "greenroute_version",
     "wall_s",
+    "cpu_s",
 )
 TEXT_COLUMNS = ("manifest", "notes", "traceback")  # JSON / long text, last in each row
 SUMMARY_COLUMNS = (
@@ -155,6 +167,7 @@ def run_record(
         "data_dir": m.get("data_dir"),
         "greenroute_version": __version__,
         "wall_s": _float(res.extras.get("wall_s")),
+        "cpu_s": math.nan,
     }
     for k, v in res.metrics.items():
         row[k if k not in row else f"metric_{k}"] = _float(v)

@@ -99,6 +99,7 @@ def execute_cell(cell_dict: dict[str, Any], sweep: str | None) -> tuple[dict, pd
     from greenroute.core.types import ObjectiveWeights
 
     cell = Cell.from_dict(cell_dict)
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         prep, notes = prepare_checked(
             cell.scenario,
@@ -117,7 +118,12 @@ def execute_cell(cell_dict: dict[str, Any], sweep: str | None) -> tuple[dict, pd
             policy_options=cell.policy_options or None,
         )
         res.notes[:0] = notes
-        return run_record(res, run_id=cell.key, source="sweep", sweep=sweep, label=cell.label)
+        row, epochs = run_record(
+            res, run_id=cell.key, source="sweep", sweep=sweep, label=cell.label
+        )
+        row["wall_s"] = time.perf_counter() - t0  # the whole cell, preparing the scenario too
+        row["cpu_s"] = time.process_time() - c0  # CPU time of the cell (the machine may be shared)
+        return row, epochs
     except Exception as err:
         return failure_record(_identity(cell), cell.key, "sweep", err, sweep), None
 
