@@ -68,17 +68,19 @@ _RR = (
 # Minute noise: the slot wait is averaged over the noise nodes, each node's stationary M/G/32
 # wait weighted by how far it relaxes within the minute (Odoni & Roth's relaxation time); before
 # that (the mean-rate wait + the Lindley backlog only) the noisy cases read -22 % and -6 %, and
-# the full quasi-stationary average (no relaxation) +73 % and +93 %.
+# the full quasi-stationary average (no relaxation) +73 % and +93 %. Prompts queued ahead in
+# FCFS (``IterationProfile.ahead``) moved the single region from -2..0 % to +3..+5 % and the demo
+# mix from -14.5/-16.7 % to -8.4/-12.3 %.
 CASES = [  # local policy, utilisation, noise sigma, why it fails (None: passes)
-    ("least-loaded", 0.60, 0.0, None),  # TTFT -0.0 %
-    ("least-loaded", 0.75, 0.0, None),  # TTFT -2.0 %
-    ("least-loaded", 0.85, 0.0, None),  # TTFT -1.6 %
-    ("least-loaded", 0.60, 0.125, None),  # TTFT +0.4 %
-    ("least-loaded", 0.75, 0.125, None),  # TTFT -4.0 %
-    ("least-loaded", 0.85, 0.125, None),  # TTFT +0.3 %
-    ("round-robin", 0.60, 0.0, f"{_RR} (TTFT +5.05 %)"),
-    ("round-robin", 0.75, 0.0, None),  # TTFT -1.3 %
-    ("round-robin", 0.85, 0.0, f"{_RR} (TTFT -15.1 %)"),
+    ("least-loaded", 0.60, 0.0, None),  # TTFT +4.4 %
+    ("least-loaded", 0.75, 0.0, None),  # TTFT +4.0 %
+    ("least-loaded", 0.85, 0.0, None),  # TTFT +3.2 %
+    ("least-loaded", 0.60, 0.125, None),  # TTFT +4.8 %
+    ("least-loaded", 0.75, 0.125, None),  # TTFT -0.3 %
+    ("least-loaded", 0.85, 0.125, None),  # TTFT +1.5 %
+    ("round-robin", 0.60, 0.0, f"{_RR} (TTFT +9.7 %)"),
+    ("round-robin", 0.75, 0.0, None),  # TTFT +4.7 %
+    ("round-robin", 0.85, 0.0, f"{_RR} (TTFT -11.0 %)"),
 ]  # fmt: skip
 
 
@@ -94,13 +96,13 @@ def test_fluid_matches_iteration_engine(local, util, sigma):
 # tokens) per interactive request, utilisation of each region's sustainable rate for that mix.
 _DEMO_MIX = (
     "demo mix (long deferrable prompts, output SCV 3.4): the per-server M/G/32 slot wait "
-    "and the single-prompt prefill iteration miss the engine's TTFT"
+    "(service = residence with the output length's SCV) misses the engine's TTFT"
 )
 DEMO_CASES = [
-    ("least-loaded", 0.60, 0.0, None),  # TTFT -3.2 %
-    ("least-loaded", 0.85, 0.0, f"{_DEMO_MIX} (TTFT -16.7 %; -14.5 % at 75 %)"),
+    ("least-loaded", 0.60, 0.0, None),  # TTFT +1.9 %
+    ("least-loaded", 0.85, 0.0, f"{_DEMO_MIX} (TTFT -12.3 %; -8.4 % at 75 %)"),
     # held out when the noise model was chosen (it was +20 % / +63 % before)
-    ("least-loaded", 0.85, 0.125, f"{_DEMO_MIX}; with minute noise (TTFT +9.4 %; -6.7 % at 75 %)"),
+    ("least-loaded", 0.85, 0.125, f"{_DEMO_MIX}; with minute noise (TTFT +11.0 %; -2.3 % at 75 %)"),
 ]  # fmt: skip
 
 

@@ -141,7 +141,7 @@ class FluidBackend:
             c(es), c(self.w_sat), c(self.g_servers), c(self.g_slots), c(self.g_dyn_w_per_slot),
             c(self.g_region, dtype=np.int64), c(self.types, dtype=np.int64), c(prof.tau),
             c(prof.tau2), c(prof.adv), c(prof.decode, dtype=float), c(prof.e_out),
-            c(prof.e_out2),
+            c(prof.e_out2), c(prof.ahead),
         )  # fmt: skip
         gh = c(np.stack([self.gh_z, self.gh_w]))
         par = np.array([self.sigma, NOISE_PERIOD_S, RHO_MAX_STABLE])

@@ -22,9 +22,14 @@ Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running
   ``(peak - idle) (E[tau] + (O - 1 - E[a]) d(N) / S)`` joules;
 * TTFT = 2 net + the residual of the iteration running at arrival (Poisson arrivals see the
   time average: ``(lam E[tau^2] + R_d d^2) / 2``) + the request's own prefill iteration
-  ``E[tau](N)`` + a wait for a running slot: M/G/c per server with ``c = S``, service = the
-  residence ``N / lam`` (Little), its SCV that of the output length. No pooling across
-  servers: a request is queued at the server its local policy picks on arrival.
+  ``E[tau](N)`` + the prompts queued ahead of it (FCFS admission): those that arrived since
+  the running iteration started, ``lam_c x E[age]`` of class ``c`` with ``E[age]`` = the mean
+  residual, each costing ``ahead[t, c]`` = the prompt curve's marginal time of its tokens in
+  the same iteration, or its whole own iteration when the two prompts overflow the token budget
+  (profiled over pairs of sampled prompts; what long deferrable prompts do to interactive ones)
+  + a wait for a running slot: M/G/c per server with ``c = S``, service = the residence
+  ``N / lam`` (Little), its SCV that of the output length. No pooling across servers: a
+  request is queued at the server its local policy picks on arrival.
 * minute rate noise (lognormal, piecewise constant per ``NOISE_PERIOD_S``), over Gauss-Hermite
   nodes ``m_k`` weighted by arrivals: the slot wait is the mean of each node's stationary M/G/S
   wait (``N`` re-solved at the node's rate, held at ``RHO_MAX_STABLE``), each weighted also by
@@ -38,9 +43,9 @@ Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running
 No fitted constant (2.8 is Odoni & Roth's published one). Known misses
 (``tests/test_fluid_iteration_calibration.py``, measured): round-robin (its per-server arrivals
 are smoother than Poisson) at 60 % and 85 %, and mixes with long prompts at 75-85 % (the demo's
-deferrable class), with or without noise. Prompts arriving in the same
-iteration gap share a prefill iteration in the engine; the model leaves that out (adding it as
-``2 resid x lam x marginal prefill`` overshot the single region by +7 % at 60 %).
+deferrable class), with or without noise. Prompts arriving after a request but before its
+iteration starts may share that iteration in the engine; the model leaves them out (counting
+them too, ``2 resid`` instead of ``resid``, overshot the single region by +7 % at 60 %).
 """
 
 from __future__ import annotations
@@ -68,7 +73,9 @@ class IterationProfile:
         self.adv = np.zeros_like(self.tau)
         self.e_out = np.zeros(n_c)
         self.e_out2 = np.zeros(n_c)
+        self.ahead = np.zeros((n_t, n_c))
         budget = MAX_BATCHED_TOKENS_DEFAULT
+        p_int = np.asarray(prompt[0], dtype=float)[:N_PROFILE_SAMPLES] if n_c else np.zeros(0)
         n = np.arange(s_max + 1, dtype=float)
         for c in range(n_c):
             p = np.asarray(prompt[c], dtype=float)[:N_PROFILE_SAMPLES]
@@ -88,6 +95,12 @@ class IterationProfile:
                 self.tau[t, c] = tau.mean(axis=0)
                 self.tau2[t, c] = (tau * tau).mean(axis=0)
                 self.adv[t, c] = a.mean(axis=0)
+                if p_int.size:  # an interactive prompt queued behind a class-c one
+                    k = min(p.size, p_int.size)
+                    pc, pi = p[:k], p_int[np.arange(k) % p_int.size]
+                    own = _interp_extrap(pi, x, y)
+                    both = _interp_extrap(pc + pi, x, y)
+                    self.ahead[t, c] = np.where(pc + pi > budget, alone[:k], both - own).mean()
         self.decode = built.decode_s  # [T, B+1]
 
     @classmethod
@@ -95,7 +108,7 @@ class IterationProfile:
         """A profile from its stored tables (``tau``, ``tau2``, ``adv``, ``e_out``, ``e_out2``)."""
         prof = cls.__new__(cls)
         prof.s_max = int(built.decode_s.shape[1] - 1)
-        for k in ("tau", "tau2", "adv", "e_out", "e_out2"):
+        for k in ("tau", "tau2", "adv", "e_out", "e_out2", "ahead"):
             setattr(prof, k, np.asarray(arrays[k], dtype=np.float64))
         prof.decode = built.decode_s
         return prof

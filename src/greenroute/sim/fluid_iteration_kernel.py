@@ -75,8 +75,8 @@ def running(g, lam, lam_tot, types, tau, adv, decode, e_out, slots):
 @njit(cache=True)
 def iteration_epoch(
     e, dt, n_gcm, served, e_sat, w_sat, g_servers, g_slots, g_dyn_w, g_region, types,
-    tau, tau2, adv, decode, e_out, e_out2, n_int, gh, par, it_dyn_kwh, busy_slot_s, pw, cond,
-    pre,
+    tau, tau2, adv, decode, e_out, e_out2, ahead, n_int, gh, par, it_dyn_kwh, busy_slot_s, pw,
+    cond, pre,
 ):  # fmt: skip
     """One epoch's correction (``fluid_iteration.correct_epoch``), in place: ``it_dyn_kwh[:, e]``
     (energy at the running batch instead of saturation cost), ``busy_slot_s[:, e]`` (running
@@ -118,6 +118,7 @@ def iteration_epoch(
         dec_sum = 0.0
         tau_i = 0.0
         n_i = 0.0
+        ahead_rate = 0.0  # s of extra prefill per s of age: sum_c lam_c x ahead[t, c]
         for m in range(n_m):
             t = types[g, m]
             wm = 0.0
@@ -131,6 +132,7 @@ def iteration_epoch(
                 dec = max(max(e_out[c] - 1.0, 0.0) - _at(adv[t, c], n), 0.0)
                 e_mix += n_gcm[g, c, m] * (tc + dec * d / s)
                 tau2_sum += lam[g, c, m] * _at(tau2[t, c], n)
+                ahead_rate += lam[g, c, m] * ahead[t, c]
                 dec_sum += lam[g, c, m] * dec
                 if c == 0:
                     tau_i += n_gcm[g, c, m] * tc
@@ -138,7 +140,11 @@ def iteration_epoch(
         ratio = e_mix / w_mix if w_mix > 0 else 1.0
         it_dyn_kwh[g_region[g], e] += served[g] * g_dyn_w[g] / 3.6e6 * (ratio - 1.0)
         r_d = dec_sum / max(n, 1e-9)
-        pre[g] = 0.5 * (tau2_sum + r_d * d * d) + (tau_i / n_i if n_i > 0 else 0.0)
+        resid = 0.5 * (tau2_sum + r_d * d * d)  # = the mean age of the running iteration
+        # prompts that arrived since the running iteration started are ahead in FCFS: each
+        # lengthens the arriving prompt's iteration, or takes one of its own when both
+        # prompts overflow the token budget (``IterationProfile.ahead``)
+        pre[g] = resid * (1.0 + ahead_rate) + (tau_i / n_i if n_i > 0 else 0.0)
         # slot wait: M/G/S per server, service = residence N / lam, averaged over the noise
         e_o = 0.0
         e_o2 = 0.0

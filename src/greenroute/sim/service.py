@@ -143,7 +143,7 @@ class ServiceModel:
         return _iteration_stats(self, nominal_batch_frac)
 
 
-PROFILE_FIELDS = ("tau", "tau2", "adv", "e_out", "e_out2")
+PROFILE_FIELDS = ("tau", "tau2", "adv", "e_out", "e_out2", "ahead")
 
 
 def _cached_profile(built: BuiltCluster, prompt: list[np.ndarray], output: list[np.ndarray]):
@@ -161,7 +161,7 @@ def _cached_profile(built: BuiltCluster, prompt: list[np.ndarray], output: list[
         a = np.ascontiguousarray(arr)
         h.update(str((a.dtype, a.shape)).encode())
         h.update(a.tobytes())
-    key = cache.make_key("iteration-profile", 1, cache.code_fingerprint(), h.hexdigest())
+    key = cache.make_key("iteration-profile", 2, cache.code_fingerprint(), h.hexdigest())
     stored = cache.load_arrays("profiles", key)
     if stored is not None and set(stored) == set(PROFILE_FIELDS):
         return IterationProfile.from_arrays(built, stored)
