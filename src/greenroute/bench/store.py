@@ -39,49 +39,44 @@ cell's CPU seconds; NaN for other runs), then every metric of
 from __future__ import annotations
 
 import json
-import math
 import os
 import secrets
 import time
-import traceback
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from greenroute.bench.store_records import (
+    EPOCH_IDENTITY,
+    IDENTITY_COLUMNS,
+    TEXT_COLUMNS,
+    failure_record,
+    records_json,
+    result_key,
+    row_table,
+    run_record,
+)
 from greenroute.core.errors import ConfigError
-from greenroute.core.objective import WEIGHT_FIELDS
+
+__all__ = [
+    "EPOCH_IDENTITY",
+    "IDENTITY_COLUMNS",
+    "ResultStore",
+    "default_store_dir",
+    "failure_record",
+    "load_epochs",
+    "load_runs",
+    "records_json",
+    "result_key",
+    "run_record",
+]
 
 STORE_ENV = "GREENROUTE_STORE"
 DEFAULT_STORE_NAME = "greenroute-results"
 DISABLED_VALUES = ("off", "none", "0")  # $GREENROUTE_STORE=off: run/compare append nothing
 
-# identity columns of every row (metrics follow, one column each)
-IDENTITY_COLUMNS: tuple[str, ...] = (
-    "run_id",
-    "source",
-    "sweep",
-    "status",
-    "error",
-    "created_utc",
-    "scenario",
-    "policy",
-    "label",
-    "policy_options",
-    "local_policy",
-    "seed",
-    "days_requested",
-    "fidelity",
-    "server_model",
-    "forecast",
-    *(f"weight_{w}" for w in WEIGHT_FIELDS),
-    "data_dir",
-    "greenroute_version",
-    "wall_s",
-    "cpu_s",
-)
-TEXT_COLUMNS = ("manifest", "notes", "traceback")  # JSON / long text, last in each row
 SUMMARY_COLUMNS = (
     "run_id",
     "source",
@@ -95,7 +90,6 @@ SUMMARY_COLUMNS = (
     "slo_violation_pct",
     "created_utc",
 )
-EPOCH_IDENTITY = ("run_id", "scenario", "policy", "label", "seed")
 EXPORT_FORMATS = ("csv", "parquet", "json")
 TABLES = ("runs", "epochs")
 
@@ -109,17 +103,6 @@ def default_store_dir() -> Path | None:
     return Path.cwd() / DEFAULT_STORE_NAME
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
-
-
-def _float(v: Any) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def _atomic_write(path: Path, write) -> None:
     """``write(tmp_path)`` then rename onto ``path`` (atomic); the temp file never matches
     ``*.parquet`` / ``*.json``."""
@@ -131,97 +114,6 @@ def _atomic_write(path: Path, write) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-
-
-def run_record(
-    res,
-    *,
-    run_id: str,
-    source: str,
-    sweep: str | None = None,
-    label: str | None = None,
-) -> tuple[dict[str, Any], pd.DataFrame]:
-    """The store row and epoch frame of a :class:`~greenroute.sim.results.RunResult`."""
-    from greenroute.core.version import __version__
-
-    m = res.manifest
-    weights = m.get("weights") or {}
-    row: dict[str, Any] = {
-        "run_id": run_id,
-        "source": source,
-        "sweep": sweep,
-        "status": "ok",
-        "error": None,
-        "created_utc": pd.Timestamp.now(tz="UTC").isoformat(),
-        "scenario": res.scenario,
-        "policy": res.policy,
-        "label": label or res.policy,
-        "policy_options": _json(m.get("policy_options") or {}),
-        "local_policy": res.local_policy,
-        "seed": int(res.seed),
-        "days_requested": _float(m.get("days_requested", m.get("days"))),
-        "fidelity": res.fidelity,
-        "server_model": res.server_model,
-        "forecast": res.forecast,
-        **{f"weight_{w}": _float(weights.get(w)) for w in WEIGHT_FIELDS},
-        "data_dir": m.get("data_dir"),
-        "greenroute_version": __version__,
-        "wall_s": _float(res.extras.get("wall_s")),
-        "cpu_s": math.nan,
-    }
-    for k, v in res.metrics.items():
-        row[k if k not in row else f"metric_{k}"] = _float(v)
-    row["manifest"] = _json(m)
-    row["notes"] = _json(list(res.notes))
-    row["traceback"] = None
-    epochs = res.epochs.copy()
-    epochs.insert(0, "run_id", run_id)
-    return row, epochs
-
-
-def failure_record(
-    identity: dict[str, Any], run_id: str, source: str, error: BaseException, sweep: str | None
-) -> dict[str, Any]:
-    """The store row of a run that failed: its identity, ``status='failed'`` and the error."""
-    from greenroute.core.version import __version__
-
-    row = {c: None for c in IDENTITY_COLUMNS}
-    row.update({k: v for k, v in identity.items() if k in row})
-    row.update(
-        run_id=run_id,
-        source=source,
-        sweep=sweep,
-        status="failed",
-        error=f"{type(error).__name__}: {error}",
-        created_utc=pd.Timestamp.now(tz="UTC").isoformat(),
-        greenroute_version=__version__,
-        manifest=None,
-        notes=None,
-        traceback="".join(traceback.format_exception(error))[-4000:],
-    )
-    return row
-
-
-def _row_table(row: dict[str, Any]):
-    """One-row Arrow table with stable types (text, int64 seed, float64 for the rest)."""
-    import pyarrow as pa
-
-    text = {"run_id", "source", "sweep", "status", "error", "created_utc", "scenario", "policy",
-            "label", "policy_options", "local_policy", "fidelity", "server_model", "forecast",
-            "data_dir", "greenroute_version", *TEXT_COLUMNS}  # fmt: skip
-    fields, arrays = [], []
-    for k, v in row.items():
-        if k in text:
-            typ = pa.string()
-            v = None if v is None else str(v)
-        elif k == "seed":
-            typ = pa.int64()
-        else:
-            typ = pa.float64()
-            v = None if v is None else _float(v)
-        fields.append(pa.field(k, typ))
-        arrays.append(pa.array([v], type=typ))
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
 class ResultStore:
@@ -263,7 +155,7 @@ class ResultStore:
             _atomic_write(self._epochs_file(run_id), lambda p: epochs.to_parquet(p, index=False))
         else:
             self._epochs_file(run_id).unlink(missing_ok=True)
-        table = _row_table(row)
+        table = row_table(row)
         _atomic_write(self._runs_file(run_id), lambda p: pq.write_table(table, p))
         return run_id
 
@@ -469,35 +361,8 @@ class ResultStore:
         return n
 
 
-def records_json(frame: pd.DataFrame) -> str:
-    """A JSON array of records at full float precision (pandas' ``to_json`` rounds to 10
-    digits); NaN is ``null``, timestamps ISO 8601."""
-
-    def plain(v):
-        if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA or v is pd.NaT:
-            return None
-        if isinstance(v, pd.Timestamp):
-            return v.isoformat()
-        return v.item() if hasattr(v, "item") else v
-
-    rows = [{k: plain(v) for k, v in r.items()} for r in frame.to_dict(orient="records")]
-    return json.dumps(rows, indent=1, default=str)
-
-
 def _safe(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
-
-
-def result_key(manifest: dict[str, Any], source: str) -> str:
-    """A run's id from the fields of its manifest that decide its numbers (not the versions)
-    and how it was made (``run`` / ``compare``): same command, same id."""
-    import hashlib
-
-    skip = {"greenroute_version", "python", "numpy"}
-    doc = {k: v for k, v in manifest.items() if k not in skip}
-    doc["source"] = source
-    text = json.dumps(doc, sort_keys=True, default=str, separators=(",", ":"))
-    return f"{source}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
 def load_runs(
