@@ -223,3 +223,41 @@ def test_a_killed_sweep_resumes_where_it_stopped(tmp_path):
     assert f"{len(keys)} cells, {len(before)} already in the store" in done.stdout
     runs = ResultStore(store).runs(sweep="small", include_failed=True)
     assert sorted(runs["run_id"]) == sorted(keys) and (runs["status"] == "ok").all()
+
+
+def test_api_sweep_and_results(tmp_path):
+    summary = greenroute.sweep({**GRID, "seeds": [2]}, store=tmp_path / "s", backend="local",
+                               workers=1)  # fmt: skip
+    assert (summary.done, summary.failed) == (2, 0)
+    frame = greenroute.results("seed = 2", metrics=["carbon_kg"], sweep="small",
+                               store=tmp_path / "s")  # fmt: skip
+    assert sorted(frame["policy"]) == ["local-only", "lowest-carbon"]
+    assert (frame["source"] == "sweep").all() and "energy_kwh" not in frame.columns
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"backend": "dask"}, "unknown sweep backend 'dask'; valid choices: ray, local"),
+        ({"backend": "local", "workers": 0}, "--workers must be >= 1, got 0"),
+        ({"backend": "local", "address": "auto"}, "does not combine with --local"),
+    ],
+)
+def test_backend_errors(tmp_path, kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        run_sweep(parse_spec(GRID), store=tmp_path / "s", **kwargs)
+
+
+def test_demo_example_spec():
+    spec = load_spec(Path(__file__).parents[1] / "examples" / "sweep_demo.yaml")
+    assert len(spec.cells) == 2 * 2 * 2
+    assert {c.label for c in spec.cells} == {"local-only", "lowest-carbon-80"}
+    assert {c.weights["carbon"] for c in spec.cells} == {0.25, 1.0}
+
+
+@pytest.mark.realdata
+def test_acceptance_example_spec(data_dir):
+    spec = load_spec(Path(__file__).parents[1] / "examples" / "sweep_geo3.yaml")
+    assert len(spec.cells) == 6 * 5 == len(set(spec.keys))
+    assert {c.days for c in spec.cells} == {7.0} and {c.scenario for c in spec.cells} == {"geo3"}
+    assert spec.cells[0].data_dir is not None and Path(spec.cells[0].data_dir).is_dir()
