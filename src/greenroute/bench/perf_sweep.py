@@ -134,10 +134,10 @@ def figures() -> dict:
     return {"measured": measured, "projection": project(measured[0], measured[1])}
 
 
-def main() -> dict:
-    """Measure, print the rows (or JSON with ``--json``) and return the figures."""
+def main(as_json: bool = False) -> dict:
+    """Measure (about a minute), print the rows (or JSON) and return the figures."""
     figs = figures()
-    if "--json" in sys.argv[1:]:
+    if as_json:
         print(json.dumps(figs, indent=2))
         return figs
     table = rows(figs)
@@ -148,4 +148,4 @@ def main() -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    main(as_json="--json" in sys.argv[1:])
