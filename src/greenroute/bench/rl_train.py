@@ -29,6 +29,25 @@ def make_env(env_id: str, env_options: dict | None = None):
     return gym.make(env_id, **(env_options or {}))
 
 
+def _monitored(env_id: str, env_options: dict):
+    from stable_baselines3.common.monitor import Monitor
+
+    return Monitor(make_env(env_id, env_options))
+
+
+def make_vec(env_id: str, env_options: dict | None, n_envs: int):
+    """``n_envs`` copies of the environment, each in its own process when ``n_envs > 1``
+    (SubprocVecEnv: the simulation, not the network, is the cost, so one process per core)."""
+    import functools
+
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    fns = [functools.partial(_monitored, env_id, dict(env_options or {})) for _ in range(n_envs)]
+    if n_envs == 1:
+        return DummyVecEnv(fns)
+    return SubprocVecEnv(fns, start_method="fork")
+
+
 def train(
     env_id: str,
     algo: str = "ppo",
@@ -40,8 +59,14 @@ def train(
     hyperparameters: dict | None = None,
     tensorboard_log: str | Path | None = None,
     progress: Callable[[int, int], None] | None = None,
+    n_envs: int = 1,
+    curves: str | Path | None = None,
 ) -> dict:
-    """Train and save; returns the metadata written into the model zip."""
+    """Train and save; returns the metadata written into the model zip.
+
+    ``n_envs`` environments run in parallel processes (each seeded ``seed + i`` by SB3, so a
+    run is reproducible for a given seed and ``n_envs``); ``curves`` (a path stem) writes the
+    learning curves to ``STEM.csv`` and ``STEM.png`` (:mod:`greenroute.bench.rl_curves`)."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     from greenroute.policies.rl.algos import algo_class, default_hyperparameters
@@ -55,6 +80,8 @@ def train(
     out = Path(out)
     if out.suffix != ".zip":
         raise ConfigError(f"--out must end with .zip, got {out}")
+    if n_envs < 1:
+        raise ConfigError(f"--n-envs must be >= 1, got {n_envs}")
     env = make_env(env_id, env_options)
     cls = algo_class(algo)
     kw, policy_kwargs = default_hyperparameters(env_id, algo)
@@ -67,10 +94,11 @@ def train(
         raise ConfigError(f"dqn needs a discrete action space; {env_id} has {env.action_space}")
     if algo == "sac" and not isinstance(env.action_space, gym.spaces.Box):
         raise ConfigError(f"sac needs a continuous action space; {env_id} is discrete")
+    train_env = env if n_envs == 1 and curves is None else make_vec(env_id, env_options, n_envs)
     try:
         model = cls(
             "MlpPolicy",
-            env,
+            train_env,
             seed=seed,
             verbose=0,
             device="cpu",
@@ -87,8 +115,14 @@ def train(
                 progress(self.num_timesteps, steps)
             return True
 
+    callbacks = [_Progress()]
+    if curves is not None:
+        from greenroute.bench.rl_curves import make_curve_callback
+
+        stem = Path(curves)
+        callbacks.append(make_curve_callback(stem.with_suffix(".csv"), stem.with_suffix(".png")))
     t0 = time.perf_counter()
-    model.learn(total_timesteps=steps, callback=_Progress(), tb_log_name=f"{algo}-{seed}")
+    model.learn(total_timesteps=steps, callback=callbacks, tb_log_name=f"{algo}-{seed}")
     wall = time.perf_counter() - t0
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp.zip")
@@ -100,6 +134,7 @@ def train(
         "algo": algo,
         "steps": int(steps),
         "seed": int(seed),
+        "n_envs": int(n_envs),
         "wall_s": wall,
         "hyperparameters": {k: v for k, v in kw.items()},
         "observation_shape": list(env.observation_space.shape or []),
@@ -109,6 +144,8 @@ def train(
     write_meta(tmp, meta)
     tmp.replace(out)
     env.close()
+    if train_env is not env:
+        train_env.close()
     return meta
 
 

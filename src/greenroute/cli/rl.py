@@ -86,14 +86,38 @@ def train(
 @app.command()
 @user_errors
 def record(
-    policy: Annotated[str, typer.Option("--policy", "-p", help="geo policy (or rl:PATH)")],
+    policy: Annotated[
+        str | None, typer.Option("--policy", "--teacher", "-p", help="geo policy (or rl:PATH)")
+    ] = None,
     scenario: ScenarioOpt = "geo3",
-    out: Annotated[Path, typer.Option(help="trajectory file (.parquet)")] = Path("traj.parquet"),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="trajectory file (.parquet; default traj.parquet) or, with --format "
+            "text, dataset directory (default dataset)"
+        ),
+    ] = None,
     days: DaysOpt = None,
     seed: SeedOpt = 0,
     data_dir: DataDirOpt = None,
+    format: Annotated[
+        str, typer.Option(help="parquet (numerical trajectories) | text (prompt/response JSONL)")
+    ] = "parquet",
+    val_frac: Annotated[
+        float, typer.Option(help="text: share of the last epochs kept for validation")
+    ] = 0.2,
 ) -> None:
-    """Record (observation, action, reward) trajectories of a geo policy (for distillation)."""
+    """Record (observation, action, reward) trajectories of a geo policy (for distillation);
+    ``--format text`` writes prompt/response pairs and a dataset card (greenroute.agent)."""
+    if policy is None:
+        raise ConfigError("give the teacher: --teacher/--policy NAME (or rl:PATH)")
+    if format not in ("parquet", "text"):
+        raise ConfigError(f"unknown --format {format!r}; valid choices: parquet, text")
+    if format == "text":
+        from greenroute.cli.agent import record_text
+
+        return record_text(policy, scenario, out, days, seed, data_dir, val_frac)
+    out = Path("traj.parquet") if out is None else out
     from greenroute.bench.rl_record import record as _record
     from greenroute.bench.rl_record import save_trajectories
     from greenroute.scenarios import get_scenario
@@ -113,3 +137,49 @@ def record(
         bar.close()
     save_trajectories(frame, out)
     out_console.print(f"saved {len(frame):,} rows ({frame['epoch'].nunique()} epochs) to {out}")
+
+
+@app.command("train-teacher")
+@user_errors
+def train_teacher(
+    out: Annotated[Path, typer.Option(help="directory for manager.zip, worker.zip, curves")],
+    scenario: ScenarioOpt = "geo3",
+    data_dir: DataDirOpt = None,
+    manager_steps: Annotated[int, typer.Option(help="manager PPO timesteps")] = 400_000,
+    worker_steps: Annotated[int, typer.Option(help="worker PPO timesteps (0: manager only)")] = (
+        100_000
+    ),
+    seed: SeedOpt = 0,
+    n_envs: Annotated[int, typer.Option(help="parallel environments (processes)")] = 2,
+    env_option: Annotated[
+        list[str] | None, typer.Option(help="environment option KEY=VALUE (repeatable)")
+    ] = None,
+    hp: Annotated[
+        list[str] | None, typer.Option(help="hyperparameter override KEY=VALUE (repeatable)")
+    ] = None,
+) -> None:
+    """Train seed 000's hierarchical expert (masked manager, then worker) with learning curves
+    and a manifest; the teacher is rl:OUT/worker.zip."""
+    check_seed(seed)
+    try:
+        from greenroute.bench.rl_teacher import train_teacher as _train_teacher
+        from greenroute.bench.rl_train import parse_overrides
+    except ImportError as exc:  # pragma: no cover - extra not installed
+        raise ConfigError(f"training needs the [rl] extra: {exc}") from None
+    if _uses_embedded_data(data_dir):
+        print_note(EMBEDDED_DATA_NOTE)
+    progress = steps_progress("teacher", "steps")
+    with progress:
+        tasks = {"manager": progress.add_task("manager", total=manager_steps)}
+        if worker_steps:
+            tasks["worker"] = progress.add_task("worker", total=worker_steps)
+        manifest = _train_teacher(
+            out, scenario=scenario, data_dir=None if data_dir is None else str(data_dir),
+            manager_steps=manager_steps, worker_steps=worker_steps, seed=seed, n_envs=n_envs,
+            env_options=parse_overrides(env_option), hyperparameters=parse_overrides(hp),
+            progress=lambda name, done, total: progress.update(tasks[name], completed=done),
+        )  # fmt: skip
+    out_console.print(
+        f"saved teacher {manifest['teacher']} ({manifest['wall_s']:.0f} s); "
+        f"manifest {Path(out) / 'manifest.json'}"
+    )

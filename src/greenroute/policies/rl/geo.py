@@ -9,6 +9,10 @@ manager with workers that always execute.
 A manager trained with the fixed-size observation (seed 000 Table 3: 12 + 5N) refuses a
 scenario with a different number of datacenters — that is seed 000's scalability failure;
 one trained with ``obs="scale-free"`` runs on any N.
+
+A manager trained with ``mask=true`` (``envs/geo.py``) decides with the same mask: it takes the
+most probable action among the valid ones (:func:`greenroute.policies.rl.masks.manager_mask`),
+so it never picks a forbidden or saturated datacenter.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import numpy as np
 from greenroute.core.errors import ConfigError
 from greenroute.core.types import ClusterInfo, Observation, Plan
 from greenroute.policies.rl import features as F
+from greenroute.policies.rl import masks as M
 
 MANAGER_ENV = "greenroute/GeoManager-v0"
 WORKER_ENV = "greenroute/GeoWorker-v0"
@@ -37,6 +42,8 @@ class Manager:
         self.k = int(em.get("k", opts.get("k", F.SCALE_FREE_K)))
         self.n_trained = int(em.get("n_datacenters", 0))
         self.regions_trained = em.get("regions", [])
+        self.mask = bool(em.get("mask", opts.get("mask", False)))
+        self.mask_target = float(em.get("mask_target", M.DEFAULT_MASK_TARGET_UTILISATION))
 
     def check(self, n_regions: int, scenario: str) -> None:
         if self.obs_mode == "fixed" and self.n_trained and n_regions != self.n_trained:
@@ -50,6 +57,9 @@ class Manager:
     def act(self, obs: Observation, o: int, assigned: np.ndarray | None = None) -> int:
         if self.obs_mode == "fixed":
             vec = F.manager_obs(obs, o, assigned)
+            if self.mask:
+                mask = M.manager_mask(obs, o, assigned, self.mask_target)
+                return masked_argmax(self.model, vec, mask)
             a, _ = self.model.predict(vec, deterministic=True)
             return int(a)
         vec, cands = F.scale_free_manager_obs(obs, o, self.k, assigned)
@@ -69,12 +79,40 @@ class Manager:
         return self.act_all(core.obs)
 
 
+def action_probabilities(model, vec: np.ndarray) -> np.ndarray:
+    """The policy's action probabilities for one observation (SB3 categorical policy)."""
+    import torch
+
+    with torch.no_grad():
+        t, _ = model.policy.obs_to_tensor(vec)
+        dist = model.policy.get_distribution(t)
+        return dist.distribution.probs[0].cpu().numpy()
+
+
+def masked_argmax(model, vec: np.ndarray, mask: np.ndarray) -> int:
+    """The most probable action among those ``mask`` allows."""
+    p = action_probabilities(model, vec)
+    return int(np.argmax(np.where(mask, p, -1.0)))
+
+
 class Worker:
     def __init__(self, path: str | Path) -> None:
         from greenroute.policies.rl.store import load_model
 
         self.path = str(path)
         self.model, self.meta = load_model(path, expect_env=WORKER_ENV)
+        opts = self.meta.get("env_options", {})
+        self.release = opts.get("release", "all")
+        self.release_target = float(opts.get("release_target", M.DEFAULT_MASK_TARGET_UTILISATION))
+
+    def plan_hold(self, obs: Observation, memory, dest: np.ndarray) -> np.ndarray:
+        """The plan's hold for the workers' decisions given the managers' destinations
+        (``release="headroom"``: executing workers release what their destination absorbs)."""
+        hold = self.hold_for(obs, memory)
+        self.last_defer = hold > 0.5
+        if self.release == "all":
+            return hold
+        return M.release_holds(obs, dest, hold > 0.5, self.release_target)
 
     def hold_for(self, obs: Observation, memory) -> np.ndarray:
         hold = np.zeros(obs.n_origins)
@@ -123,7 +161,10 @@ class RLGeoPolicy:
             for o, origin in enumerate(obs.origins):
                 if origin in obs.regions:
                     dest[o] = obs.regions.index(origin)
-        hold = self.worker.hold_for(obs, self.memory) if self.worker is not None else np.zeros(n_o)
+        hold = (self.worker.plan_hold(obs, self.memory, dest) if self.worker is not None
+                else np.zeros(n_o))  # fmt: skip
+        self.last_actions = (dest.copy(), self.worker.last_defer.copy() if self.worker
+                             else np.zeros(n_o, dtype=bool))  # fmt: skip
         route = np.zeros((n_c, n_o, n_r))
         for o in range(n_o):
             for c in range(n_c):
@@ -134,7 +175,7 @@ class RLGeoPolicy:
                 route[c, o, d] = 1.0
         moved = [f"{obs.origins[o]}->{obs.regions[dest[o]]}" for o in range(n_o)
                  if obs.origins[o] != obs.regions[dest[o]]]  # fmt: skip
-        held = [obs.origins[o] for o in range(n_o) if hold[o] > 0.5]
+        held = [obs.origins[o] for o in range(n_o) if self.last_actions[1][o]]
         why = f"RL: {', '.join(moved) or 'all local'}; defer at {', '.join(held) or 'none'}"
         return Plan(route=route, hold=hold, rationale=why)
 
