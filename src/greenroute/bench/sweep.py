@@ -155,16 +155,28 @@ class _Inline:
 
 class _Pool:
     def __init__(self, workers: int) -> None:
+        self.slots = workers
+        self.pool = self._new_pool()
+
+    def _new_pool(self):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         # spawn: the driver runs a progress thread, and forking a threaded process is unsafe
         ctx = multiprocessing.get_context("spawn")
-        self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
-        self.slots = workers
+        return ProcessPoolExecutor(max_workers=self.slots, mp_context=ctx)
 
     def submit(self, cell: Cell, sweep: str | None):
-        return self.pool.submit(execute_cell, cell.to_dict(), sweep)
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            return self.pool.submit(execute_cell, cell.to_dict(), sweep)
+        except BrokenProcessPool:
+            # a worker died (e.g. killed for memory): its cells were recorded as failed; the
+            # rest go to a new pool
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = self._new_pool()
+            return self.pool.submit(execute_cell, cell.to_dict(), sweep)
 
     def wait(self, handles: list, timeout: float) -> list:
         from concurrent.futures import FIRST_COMPLETED, wait

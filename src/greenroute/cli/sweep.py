@@ -90,7 +90,8 @@ def sweep(
     """Run every cell of a sweep spec not yet in the result store (Ray tasks by default).
 
     Idempotent: a cell whose result is in the store is skipped, so a killed sweep resumes
-    where it stopped; a failing cell is recorded with its error and the others go on.
+    where it stopped; a failing cell is recorded with its error and the others go on (exit
+    code 1 when a cell failed; running the sweep again retries it).
     """
     from greenroute.bench.store import ResultStore
     from greenroute.bench.sweep import run_sweep
