@@ -53,6 +53,17 @@ def _gateway(servers, fakes, tmp_path, **extra):
     return app.state.gateway, servers(app)
 
 
+def _records(path, n: int) -> list[dict]:
+    """The decision log once it has ``n`` records (a stream's record is written when the
+    gateway's side of the stream ends, which may be just after the client saw the end)."""
+    deadline = time.monotonic() + 10
+    recs = read_decisions(path) if path.exists() else []
+    while len(recs) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+        recs = read_decisions(path)
+    return recs
+
+
 def _metric(text: str, name: str, **labels) -> float:
     total = 0.0
     for line in text.splitlines():
@@ -95,9 +106,9 @@ def test_openai_client_chat_completions_and_streaming(servers, tmp_path):
     fake_de, _ = fakes["DE-LU"]
     assert fake_de.served == 4 and fakes["GB"][0].served == 0
     assert json.loads(fake_de.bodies[0])["messages"][0]["content"] == secret_prompt
+    recs = _records(tmp_path / "decisions.jsonl", 4)
     log_text = (tmp_path / "decisions.jsonl").read_text()
     assert secret_prompt not in log_text and KEY not in log_text
-    recs = read_decisions(tmp_path / "decisions.jsonl")
     assert len(recs) == 4
     assert recs[0]["decision_id"] == raw.headers["x-greenroute-decision-id"]
     assert {r["origin"] for r in recs} == {"uk"} and {r["client"] for r in recs} == {"team-a"}
@@ -219,7 +230,7 @@ def test_failure_mid_stream_is_reported_never_duplicated(servers, tmp_path):
             got.append(chunk.choices[0].delta.content)
     assert got == ["t0 ", "t1 "]
     assert fakes["DE-LU"][0].served == 1 and fakes["GB"][0].served == 0
-    recs = read_decisions(tmp_path / "decisions.jsonl")
+    recs = _records(tmp_path / "decisions.jsonl", 1)
     assert [r["attempts"][-1]["outcome"] for r in recs] == ["failed-mid-stream"]
 
 
@@ -258,5 +269,5 @@ def test_client_leaving_mid_stream_frees_the_slot(servers, tmp_path):
     while gw.pool.upstreams[0].in_flight and time.monotonic() < deadline:
         time.sleep(0.02)
     assert gw.pool.upstreams[0].in_flight == 0
-    recs = read_decisions(tmp_path / "decisions.jsonl")
+    recs = _records(tmp_path / "decisions.jsonl", 1)
     assert [r["attempts"][-1]["outcome"] for r in recs] == ["client-disconnected"]

@@ -60,5 +60,7 @@ def _jsonable(x: Any) -> Any:
 
 
 def read_decisions(path: Path) -> list[dict]:
+    """The records of a decision log (a last line still being written is left out)."""
     with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+        lines = fh.read().split("\n")
+    return [json.loads(line) for line in lines[:-1] if line.strip()]

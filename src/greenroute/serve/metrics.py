@@ -36,7 +36,8 @@ class GatewayMetrics:
                               buckets=DURATION_BUCKETS_S, registry=reg)  # fmt: skip
         self.overhead = Histogram("greenroute_routing_overhead_seconds",
                                   "Gateway time from request received to upstream request sent "
-                                  "(auth, parsing, rules, plan shares, local pick)",
+                                  "(auth, parsing, rules, plan shares, local pick), without "
+                                  "waiting for the body or for a free slot",
                                   buckets=OVERHEAD_BUCKETS_S, registry=reg)  # fmt: skip
         self.share = Gauge("greenroute_routing_share", "The plan's share of an origin's class "
                            "work per region", ["class", "origin", "region"],

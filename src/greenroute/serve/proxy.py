@@ -104,7 +104,9 @@ async def handle_completion(gw: Gateway, request: Request, endpoint: str) -> Res
     wall = gw.clock()
     key = gw.authenticate(request.headers.get("authorization"))
     gw.check_rate(key)
+    t_body = time.perf_counter()
     body = await read_body(request, gw.cfg.max_body_bytes)
+    t_recv += time.perf_counter() - t_body  # waiting for the client's bytes is not overhead
     payload = parse_payload(body)
     origin = gw.resolve_origin(key, request.headers.get(ORIGIN_HEADER),
                                request.client.host if request.client else None)  # fmt: skip
