@@ -243,8 +243,9 @@ def test_excluded_region_is_never_chosen_and_ejected_upstream_readmitted(servers
     fakes["GB"][0].healthy = False
     url = srv.url + "/v1/chat/completions"
     msg = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
-    regions = [httpx.post(url, json=msg, headers={"x-greenroute-origin": o})
-               .headers["x-greenroute-region"] for o in ("eu", "uk") * 20]  # fmt: skip
+    with httpx.Client() as client:
+        regions = [client.post(url, json=msg, headers={"x-greenroute-origin": o})
+                   .headers["x-greenroute-region"] for o in ("eu", "uk") * 20]  # fmt: skip
     assert set(regions) == {"US-CAL-CISO"} and fakes["DE-LU"][0].served == 0
     assert gw.pool.by_region[1][0].ejected
     fakes["GB"][0].mode, fakes["GB"][0].healthy = "ok", True  # GB recovers

@@ -119,3 +119,21 @@ def test_the_plan_is_the_registry_policys_and_invalid_plans_fall_back():
     assert "residency" in state.rejected
     assert state.plan.route[0, 0, 0] == 0.0  # the safe plan: allowed regions by capacity
     assert state.plan.route[0, 0].tolist() == [0.0, 0.5, 0.0, 0.5]
+
+
+def test_a_failing_signal_provider_falls_back_and_shows_in_metrics(tmp_path):
+    (tmp_path / "grid").mkdir()
+    (tmp_path / "grid" / "regions.csv").write_text("region\n")  # no region has data here
+    signals = {"providers": [
+        {"type": "replay", "name": "files", "data_dir": str(tmp_path), "start": "2023-06-01"},
+        {"type": "static", "name": "fixed", "default": {"carbon_intensity_g_per_kwh": 321.0}},
+    ]}  # fmt: skip
+    gw = _gateway(lambda: T0, signals=signals)
+    sig = gw.router.state.signals
+    assert sig.providers == ("fixed",) * 4
+    assert sig.carbon_intensity_g_per_kwh[0].tolist() == [321.0] * 4
+    text = gw.metrics.export().decode()
+    assert 'greenroute_signal_fallbacks_total{kind="failure",provider="files",region="GB"} 1.0' \
+        in text  # fmt: skip
+    assert ('greenroute_signal_value{provider="fixed",region="GB",'
+            'signal="carbon_intensity_g_per_kwh"} 321.0') in text  # fmt: skip
