@@ -137,3 +137,21 @@ def test_a_failing_signal_provider_falls_back_and_shows_in_metrics(tmp_path):
         in text  # fmt: skip
     assert ('greenroute_signal_value{provider="fixed",region="GB",'
             'signal="carbon_intensity_g_per_kwh"} 321.0') in text  # fmt: skip
+
+
+def test_origin_comes_from_the_key_then_the_header_then_the_network():
+    from greenroute.serve.security import ClientKey, hash_api_key
+
+    raw_origins = {"eu": {"region": "DE-LU", "networks": ["10.1.0.0/16", "fd00::/8"]},
+                   "uk": {"region": "GB", "header": "london"}}  # fmt: skip
+    gw = _gateway(lambda: T0, origins=raw_origins, default_origin="uk")
+    key_eu = ClientKey("k", hash_api_key("x"), origin="eu")
+    assert gw.resolve_origin(key_eu, "london", "192.0.2.1") == 0  # the key's origin wins
+    assert gw.resolve_origin(None, "london", "10.1.2.3") == 1  # then the header
+    assert gw.resolve_origin(None, None, "10.1.2.3") == 0  # then the network
+    assert gw.resolve_origin(None, None, "fd12::1") == 0
+    assert gw.resolve_origin(None, None, "10.2.0.1") == 1  # else the default origin
+    assert gw.resolve_origin(None, "eu", None) == 0  # a header value is the origin's header
+    with pytest.raises(GatewayHTTPError) as info:
+        gw.resolve_origin(None, "uk", None)  # uk's header value is "london"
+    assert info.value.status == 400 and info.value.code == "unknown_origin"
