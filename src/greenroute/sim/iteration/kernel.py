@@ -352,16 +352,19 @@ def tbt_bin(gap):
 
 
 @njit(cache=True, inline="always")
-def _token_out(s, e, t, ei, ef, hist):
+def _token_out(s, e, t, ei, ef, hist, t0, b0):
+    """Output a token of entry ``e`` at ``t`` (the end of an iteration that started at ``t0``;
+    ``b0`` = ``tbt_bin(t - t0)``, the gap of a request that also had a token at ``t0``)."""
     ei[s, e, EI_GEN] += 1
     if ei[s, e, EI_GEN] == 1:
         ef[s, e, EF_TFIRST] = t
     else:
-        gap = t - ef[s, e, EF_TLAST]
+        t_last = ef[s, e, EF_TLAST]
+        gap = t - t_last
         ef[s, e, EF_TBT_SUM] += gap
         if gap > ef[s, e, EF_TBT_MAX]:
             ef[s, e, EF_TBT_MAX] = gap
-        hist[tbt_bin(gap)] += 1
+        hist[b0 if t_last == t0 else tbt_bin(gap)] += 1
     ef[s, e, EF_TLAST] = t
 
 
@@ -443,6 +446,8 @@ def _iterate(s, cfg, cost, st):
     acc[s, A_TOKENS] += pf_tok + n_dec
     acc[s, A_ENERGY_J] += pw * dur
     acc[s, A_RUN_S] += nrun[s] * dur
+    t_start = clock[s]
+    b_start = tbt_bin(t_end - t_start)
     k = 0
     while k < nrun[s]:
         e = run[s, k]
@@ -475,7 +480,7 @@ def _iterate(s, cfg, cost, st):
             ei[s, e, EI_DEC] = 0
             produced = True
         if produced:
-            _token_out(s, e, t_end, ei, ef, st[19])
+            _token_out(s, e, t_end, ei, ef, st[19], t_start, b_start)
             acc[s, A_OUT_TOK] += 1.0
             if ei[s, e, EI_GEN] >= ei[s, e, EI_OUTPUT]:
                 blocks_free[s] += ei[s, e, EI_BLOCKS]
