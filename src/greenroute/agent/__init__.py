@@ -24,6 +24,10 @@ _LANGUAGE = (
 
 
 def __getattr__(name: str):
+    if name == "Copilot":  # the copilot (explain, what-if, rules): greenroute.agent.copilot
+        from greenroute.agent.copilot import Copilot
+
+        return Copilot
     if name in _LANGUAGE:
         from greenroute.agent import language
 

@@ -16,6 +16,7 @@ from greenroute.cli.app import app
 COMMAND_MODULES = ("run", "catalog", "pareto", "report", "rl", "serve", "sweep", "results")
 for _module in COMMAND_MODULES:
     importlib.import_module(f"greenroute.cli.{_module}")
+importlib.import_module("greenroute.cli.copilot")  # greenroute copilot (after the others)
 
 __all__ = ["app", "main"]
 

@@ -45,14 +45,21 @@ def resolve_scenario(
     facility: str | None = None,
 ) -> Scenario:
     """A registered (or given) scenario with run options applied; extra constraints are merged
-    with the scenario's own."""
+    with the scenario's own, the stricter rule winning: exclusions add up, an origin's allowed
+    regions are the intersection of both residency rules, the lower power cap and latency
+    bound are kept."""
     sc = get_scenario(scenario) if isinstance(scenario, str) else scenario
     merged = constraints
     if constraints is not None and not sc.constraints.is_empty():
+        own, new = sc.constraints, constraints
+        res = {o: frozenset(a) for o, a in own.residency.items()}
+        for o, a in new.residency.items():
+            res[o] = res[o] & frozenset(a) if o in res else frozenset(a)
+        caps = dict(own.power_caps_kw)
+        for r, kw in new.power_caps_kw.items():
+            caps[r] = min(caps.get(r, kw), kw)
+        lats = [v for v in (own.max_one_way_latency_s, new.max_one_way_latency_s) if v is not None]
         merged = ConstraintSet(
-            sc.constraints.exclusions + constraints.exclusions,
-            {**sc.constraints.residency, **constraints.residency},
-            {**sc.constraints.power_caps_kw, **constraints.power_caps_kw},
-            constraints.max_one_way_latency_s or sc.constraints.max_one_way_latency_s,
+            own.exclusions + new.exclusions, res, caps, min(lats) if lats else None
         )
     return sc.with_options(days=days, fidelity=fidelity, constraints=merged, facility=facility)
