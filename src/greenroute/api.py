@@ -87,6 +87,7 @@ def run(
     of parsed data files and reference scales (:mod:`greenroute.data.cache`)."""
     from greenroute.data.cache import use_cache
 
+    _policy_plugins([policy])
     with use_cache(cache):
         return _run(scenario, policy, local_policy=local_policy, seed=seed, days=days,
                     data_dir=data_dir, fidelity=fidelity, constraints=constraints,
@@ -95,6 +96,12 @@ def run(
                     policy_options=policy_options, on_invalid=on_invalid,
                     record_requests=record_requests, prepared=prepared,
                     progress=progress)  # fmt: skip
+
+
+def _policy_plugins(policies) -> None:
+    """Register the ``llm:`` policies (greenroute.agent, a layer above policies) when asked."""
+    if any(isinstance(p, str) and p.startswith("llm:") for p in policies):
+        import greenroute.agent.policy  # noqa: F401  (registers the llm: prefix)
 
 
 def _run(scenario, policy, *, local_policy, seed, days, data_dir, fidelity, constraints, weights,
@@ -164,6 +171,7 @@ def compare(
     """
     from greenroute.data.cache import use_cache
 
+    _policy_plugins(policies)
     with use_cache(cache):
         return _compare(scenario, policies, seed=seed, days=days, data_dir=data_dir,
                         on_result=on_result, oracle_gap=oracle_gap, **kwargs)  # fmt: skip

@@ -13,7 +13,7 @@ import importlib
 from greenroute.cli.app import app
 
 # each module registers its commands on import; this order is the order of `greenroute --help`
-COMMAND_MODULES = ("run", "catalog", "pareto", "report", "rl", "serve", "sweep", "results")
+COMMAND_MODULES = ("run", "catalog", "pareto", "report", "rl", "agent", "serve", "sweep", "results")
 for _module in COMMAND_MODULES:
     importlib.import_module(f"greenroute.cli.{_module}")
 importlib.import_module("greenroute.cli.copilot")  # greenroute copilot (after the others)

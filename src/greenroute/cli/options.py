@@ -157,12 +157,12 @@ def options_per_policy(names: Iterable[str], options: Mapping[str, Any]) -> dict
 
     An option that no listed policy declares is an error listing the options they do declare;
     an unknown policy name is an error listing the policies."""
-    from greenroute.policies.registry import geo_policy_entry
+    from greenroute.policies.registry import geo_policy_entry, policy_prefix
 
     names = list(names)
     declared: dict[str, set[str]] = {}
     for n in names:
-        if n.startswith("rl:"):
+        if policy_prefix(n) is not None:  # rl:PATH, llm:PATH
             declared[n] = set()
         else:
             declared[n] = {o.name for o in geo_policy_entry(n).options}
@@ -176,7 +176,7 @@ def options_per_policy(names: Iterable[str], options: Mapping[str, Any]) -> dict
             )
     out = {n: {k: v for k, v in options.items() if k in declared[n]} for n in names}
     for n, opts in out.items():
-        if opts and not n.startswith("rl:"):
+        if opts and policy_prefix(n) is None:
             geo_policy_entry(n).validate(opts)  # wrong type -> ConfigError now, not after prep
     return out
 

@@ -127,7 +127,9 @@ def run(
         check_data_dir(data_dir)
         check_local_policy(local_policy)
         options = parse_policy_options(policy_opt)
-        if not policy.startswith("rl:"):
+        from greenroute.policies.registry import policy_prefix
+
+        if policy_prefix(policy) is None:  # rl:PATH, llm:PATH: checked when loaded
             from greenroute.policies.registry import geo_policy_entry
 
             geo_policy_entry(policy).validate(options)

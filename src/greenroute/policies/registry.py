@@ -80,9 +80,37 @@ def _rl_extra(name: str) -> Any:
     return loader
 
 
+# prefix -> loader(rest_of_name, **options): policies that live in a layer above (the LLM agent
+# registers ``llm:`` when greenroute.agent.policy is imported); ``rl:`` is built in below
+_PREFIX_LOADERS: dict[str, Callable[..., GeoPolicy]] = {}
+# prefixes whose plugin is known but may not be imported yet: what to import for them
+KNOWN_PREFIX_PLUGINS = {"llm": "greenroute.agent.policy (extra [agent])"}
+
+
+def register_policy_prefix(prefix: str, loader: Callable[..., GeoPolicy]) -> None:
+    """``make_geo_policy(f"{prefix}:REST", **options)`` calls ``loader(REST, **options)``."""
+    _PREFIX_LOADERS[prefix] = loader
+
+
+def policy_prefix(name: str) -> str | None:
+    """``rl`` or a plugin prefix (registered or known) that ``name`` starts with, else None."""
+    head = name.split(":", 1)[0] if ":" in name else None
+    known = ("rl", *_PREFIX_LOADERS, *KNOWN_PREFIX_PLUGINS)
+    return head if head is not None and head in known else None
+
+
 def make_geo_policy(name: str, **options: Any) -> GeoPolicy:
     """Build a registered geo policy with validated options; ``rl:PATH`` loads a saved RL
-    model (extra ``[rl]``; it takes no options)."""
+    model (extra ``[rl]``; it takes no options); a registered prefix (``llm:PATH``) calls its
+    loader."""
+    head = policy_prefix(name)
+    if head is not None and head != "rl":
+        if head not in _PREFIX_LOADERS:
+            raise ConfigError(
+                f"policy {name!r} needs {KNOWN_PREFIX_PLUGINS[head]}: import it to register "
+                f"the {head}: policies"
+            )
+        return _PREFIX_LOADERS[head](name[len(head) + 1 :], **options)
     if name.startswith("rl:"):
         if options:
             raise ConfigError(
