@@ -110,3 +110,50 @@ def test_deferrable_request_waits_for_the_plan_then_is_served(tmp_path):
     recs = read_decisions(tmp_path / "d.jsonl")
     assert [r["class"] for r in recs] == ["deferrable"] * 2  # the 400 is no decision
     assert recs[0]["held_s"] == 0.0 and recs[1]["held_s"] > 0.0
+
+
+def test_batch_endpoint_holds_its_items_then_returns_their_results(tmp_path):
+    fake = FakeUpstream("DE-LU")
+    up = ServerThread(fake.app()).start()
+    app = create_app(parse_config(gateway_dict({"DE-LU": [up.url]}, epoch_s=0.5)))
+    gw = app.state.gateway
+    policy = gw.planner.geo = HoldSwitch()
+    gw.replan()
+    srv = ServerThread(app).start()
+    url = srv.url + "/v1/greenroute/batches"
+    chat = {"model": "tiny", "messages": [{"role": "user", "content": "summarise"}]}
+    batch = {"deadline_s": 600, "requests": [
+        {"endpoint": "/v1/chat/completions", "body": chat},
+        {"endpoint": "/v1/completions", "body": {"model": "tiny", "prompt": "p"}},
+        {"body": {**chat, "model": "nope"}},
+    ]}  # fmt: skip
+    try:
+        r = httpx.post(url, json=batch)
+        assert r.status_code == 202, r.text
+        bid = r.json()["id"]
+        assert r.json()["count"] == 3 and r.json()["status"] == "in_progress"
+        deadline = time.monotonic() + 10
+        while gw.deferrals.pending < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert gw.deferrals.pending == 3 and fake.served == 0  # all held
+        policy.hold = 0.0
+        deadline = time.monotonic() + 20
+        view = httpx.get(f"{url}/{bid}").json()
+        while view["status"] != "completed" and time.monotonic() < deadline:
+            time.sleep(0.05)
+            view = httpx.get(f"{url}/{bid}").json()
+        res = view["results"]
+        assert [x["status"] for x in res] == [200, 200, 404]
+        assert res[0]["region"] == "DE-LU" and res[0]["decision_id"]
+        assert res[0]["body"]["choices"][0]["message"]["content"] == "hello from DE-LU"
+        assert res[1]["body"]["choices"][0]["text"] == "hello from DE-LU"
+        assert res[2]["body"]["error"]["code"] == "model_not_found"
+        assert fake.served == 2
+        bad = httpx.post(url, json={"requests": [{"body": {**chat, "stream": True}}]})
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_batch"
+        missing = httpx.get(f"{url}/no-such-batch")
+        assert missing.status_code == 404
+        assert missing.json()["error"]["code"] == "batch_not_found"
+    finally:
+        srv.stop()
+        up.stop()

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from greenroute.serve import batch as batch_api
+from greenroute.serve.batch import BATCH_PATH, BatchStore
 from greenroute.serve.config import GatewayConfig
 from greenroute.serve.errors import GatewayHTTPError, error_body
 from greenroute.serve.gateway import Gateway
@@ -20,6 +22,7 @@ PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 def create_app(cfg: GatewayConfig, clock: Callable[[], float] = time.time) -> FastAPI:
     """The gateway as an ASGI app (``uvicorn.run(create_app(cfg))``)."""
     gw = Gateway(cfg, clock)
+    batches = BatchStore()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -27,6 +30,7 @@ def create_app(cfg: GatewayConfig, clock: Callable[[], float] = time.time) -> Fa
         try:
             yield
         finally:
+            await batches.stop()
             await gw.stop()
 
     app = FastAPI(title="greenroute gateway", lifespan=lifespan, docs_url=None,
@@ -57,6 +61,14 @@ def create_app(cfg: GatewayConfig, clock: Callable[[], float] = time.time) -> Fa
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
         return await handle_completion(gw, request, "/v1/completions")
+
+    @app.post(BATCH_PATH)
+    async def submit_batch(request: Request) -> Response:
+        return await batch_api.submit(gw, batches, request)
+
+    @app.get(BATCH_PATH + "/{batch_id}")
+    async def get_batch(request: Request, batch_id: str) -> Response:
+        return batch_api.get(gw, batches, request, batch_id)
 
     @app.get("/v1/models")
     async def models(request: Request) -> JSONResponse:

@@ -111,13 +111,31 @@ async def handle_completion(gw: Gateway, request: Request, endpoint: str) -> Res
     origin = gw.resolve_origin(key, request.headers.get(ORIGIN_HEADER),
                                request.client.host if request.client else None)  # fmt: skip
     cls = gw.request_class(request.headers.get(CLASS_HEADER))
-    ctx = _Ctx(gw, endpoint, uuid.uuid4().hex, wall, t_recv, origin, cls, payload["model"],
-               payload.get("stream") is True, key.name if key else None,
-               estimate_tokens(payload, len(body)))  # fmt: skip
+    return await complete(gw, endpoint, body, payload, key.name if key else None, origin, cls,
+                          request.headers.get(DEADLINE_HEADER), t_recv, wall)  # fmt: skip
+
+
+async def complete(gw: Gateway, endpoint: str, body: bytes, payload: dict[str, Any],
+                   client: str | None, origin: int, cls: int, deadline: str | None,
+                   t_recv: float, wall: float) -> Response:  # fmt: skip
+    """Hold (deferrable), route, forward and log one parsed request."""
+    ctx = _Ctx(
+        gw,
+        endpoint,
+        uuid.uuid4().hex,
+        wall,
+        t_recv,
+        origin,
+        cls,
+        payload["model"],
+        payload.get("stream") is True,
+        client,
+        estimate_tokens(payload, len(body)),
+    )
     ctx.arrival_s = wall
     gw.planner.count_arrival(cls, origin)
     if cls == CLASSES.index("deferrable"):
-        await _maybe_hold(ctx, request.headers.get(DEADLINE_HEADER))
+        await _maybe_hold(ctx, deadline)
     try:
         return await _forward(ctx, body)
     except GatewayHTTPError as err:
