@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from greenroute import api
 from greenroute.agent import Copilot
+from greenroute.agent.copilot_text import numbers_in
 from greenroute.agent.rules import describe, parse_command
 from greenroute.cli import app
 from greenroute.core.errors import GreenrouteError
@@ -266,3 +267,28 @@ def test_cli_interactive_session(run_dir):
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "energy cost ($)" in res.output and "error: 'Tell me a joke'" in res.output
+
+
+class _EchoBackend:
+    """A stand-in language model: rewords the explanation in its prompt (``faithful``: keeps
+    its numbers; otherwise adds an invented one)."""
+
+    def __init__(self, faithful: bool) -> None:
+        self.faithful = faithful
+
+    def generate(self, prompt: str, max_new_tokens: int = 16) -> str:
+        body = prompt.split("\n\n")[1]
+        text = "In short: " + " ".join(reversed(body.splitlines()))
+        return text if self.faithful else text + " That is about 42.7 tonnes a year."
+
+
+def test_llm_phrasing_is_used_only_when_its_numbers_are_the_simulators(run_dir):
+    q = "Why did epoch 60 send California's traffic to Chile?"
+    template = Copilot(run_dir).ask(q).text
+    ans = Copilot(run_dir, llm=_EchoBackend(faithful=True), phrase=True).ask(q)
+    assert ans.text.startswith("In short: ") and sorted(numbers_in(ans.text)) == sorted(
+        numbers_in(template)
+    )
+    ans = Copilot(run_dir, llm=_EchoBackend(faithful=False), phrase=True).ask(q)
+    assert ans.text == template
+    assert any("42.7" in n and "not used" in n for n in ans.notes)
