@@ -88,12 +88,17 @@ class GatewayMetrics:
                                        "request was held", buckets=(1, 10, 60, 300, 900, 3600,
                                                                     14400, 86400),
                                        registry=reg)  # fmt: skip
-        self.overhead_samples: deque[float] | None = None  # set to a deque to keep samples
+        # set to deques to keep samples (benchmarks): wall seconds, and the gateway thread's CPU
+        # seconds over the same span (not inflated by the OS running something else)
+        self.overhead_samples: deque[float] | None = None
+        self.overhead_cpu_samples: deque[float] | None = None
 
-    def observe_overhead(self, seconds: float) -> None:
+    def observe_overhead(self, seconds: float, cpu_seconds: float | None = None) -> None:
         self.overhead.observe(seconds)
         if self.overhead_samples is not None:
             self.overhead_samples.append(seconds)
+        if self.overhead_cpu_samples is not None and cpu_seconds is not None:
+            self.overhead_cpu_samples.append(cpu_seconds)
 
     def export(self) -> bytes:
         return generate_latest(self.registry)

@@ -63,6 +63,7 @@ class _Ctx:
     held_s: float = 0.0  # time a deferrable request was held by the plan
     deadline_s: float | None = None  # deferrable: unix time it must be sent by
     arrival_s: float = 0.0  # unix time the request arrived (wall_s moves on when it is held)
+    cpu0: float | None = None  # thread CPU clock at arrival (None: not measured)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -100,38 +101,31 @@ def estimate_tokens(payload: dict[str, Any], body_len: int) -> tuple[int, int]:
 
 
 async def handle_completion(gw: Gateway, request: Request, endpoint: str) -> Response:
-    t_recv = time.perf_counter()
+    t_recv, cpu0 = time.perf_counter(), time.thread_time()
     wall = gw.clock()
     key = gw.authenticate(request.headers.get("authorization"))
     gw.check_rate(key)
-    t_body = time.perf_counter()
+    t_body, cpu_body = time.perf_counter(), time.thread_time()
     body = await read_body(request, gw.cfg.max_body_bytes)
     t_recv += time.perf_counter() - t_body  # waiting for the client's bytes is not overhead
+    cpu0 += time.thread_time() - cpu_body  # nor what other requests did meanwhile
     payload = parse_payload(body)
     origin = gw.resolve_origin(key, request.headers.get(ORIGIN_HEADER),
                                request.client.host if request.client else None)  # fmt: skip
     cls = gw.request_class(request.headers.get(CLASS_HEADER))
     return await complete(gw, endpoint, body, payload, key.name if key else None, origin, cls,
-                          request.headers.get(DEADLINE_HEADER), t_recv, wall)  # fmt: skip
+                          request.headers.get(DEADLINE_HEADER), t_recv, wall, cpu0)  # fmt: skip
 
 
 async def complete(gw: Gateway, endpoint: str, body: bytes, payload: dict[str, Any],
                    client: str | None, origin: int, cls: int, deadline: str | None,
-                   t_recv: float, wall: float) -> Response:  # fmt: skip
+                   t_recv: float, wall: float, cpu0: float | None = None,
+                   ) -> Response:  # fmt: skip
     """Hold (deferrable), route, forward and log one parsed request."""
-    ctx = _Ctx(
-        gw,
-        endpoint,
-        uuid.uuid4().hex,
-        wall,
-        t_recv,
-        origin,
-        cls,
-        payload["model"],
-        payload.get("stream") is True,
-        client,
-        estimate_tokens(payload, len(body)),
-    )
+    ctx = _Ctx(gw, endpoint, uuid.uuid4().hex, wall, t_recv, origin, cls, payload["model"],
+               payload.get("stream") is True, client,
+               estimate_tokens(payload, len(body)))  # fmt: skip
+    ctx.cpu0 = cpu0
     ctx.arrival_s = wall
     gw.planner.count_arrival(cls, origin)
     if cls == CLASSES.index("deferrable"):
@@ -198,7 +192,10 @@ async def _forward(ctx: _Ctx, body: bytes) -> Response:
                 break
             raise
         if attempt == 0:
-            gw.metrics.observe_overhead(time.perf_counter() - ctx.t_recv - ctx.queued_s)
+            cpu = None
+            if ctx.cpu0 is not None and not ctx.queued_s:  # no await since the body was read
+                cpu = time.thread_time() - ctx.cpu0
+            gw.metrics.observe_overhead(time.perf_counter() - ctx.t_recv - ctx.queued_s, cpu)
             if choice.fallback:
                 gw.metrics.fallbacks.labels(choice.fallback).inc()
         else:
