@@ -175,7 +175,10 @@ def test_bad_input_gets_openai_style_errors(servers, tmp_path):
     # uk may only use GB, and GB is excluded now: 403 naming both rules
     body = _err(httpx.post(url, json=msg, headers={**ok, "x-greenroute-origin": "uk"}), 403,
                 "no_allowed_region")  # fmt: skip
-    assert "residency allows only ['GB']" in body["message"] and "test window" in body["message"]
+    assert body["message"] == (
+        "no region may serve interactive requests from origin 'uk' now: residency allows only "
+        "['GB']; GB excluded from 2000-01-01T00:00Z until 2100-01-01T00:00Z (test window)"
+    )
     _err(httpx.post(url, json=msg, headers={**ok, "x-greenroute-origin": "mars"}), 400,
          "unknown_origin")  # fmt: skip
     _err(httpx.post(url, json=msg, headers={**ok, "x-greenroute-class": "urgent"}), 400,

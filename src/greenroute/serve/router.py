@@ -44,6 +44,23 @@ class RuleCheck:
     latency_bound_ms: float | None = None
 
 
+def describe_exclusion(ex) -> str:
+    """An exclusion window in UTC (the gateway's windows are unix seconds)."""
+    from datetime import UTC, datetime
+
+    def when(t: float) -> str:
+        return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%MZ")
+
+    if math.isinf(ex.start_s) and math.isinf(ex.end_s):
+        span = "always"
+    else:
+        lo = "" if math.isinf(ex.start_s) else f" from {when(ex.start_s)}"
+        hi = "" if math.isinf(ex.end_s) else f" until {when(ex.end_s)}"
+        span = (lo + hi).strip()
+    why = f" ({ex.reason})" if ex.reason else ""
+    return f"{ex.region} excluded {span}{why}"
+
+
 class Router:
     def __init__(self, cfg: GatewayConfig, pool: UpstreamPool, latency_s: np.ndarray) -> None:
         from greenroute.policies.registry import local_policy_factory
@@ -96,7 +113,7 @@ class Router:
         bound = cs.max_one_way_latency_s
         check = RuleCheck(
             allowed_regions=[self.regions[r] for r in np.flatnonzero(row)],
-            active_exclusions=[cs.exclusions[i].describe() for i in active],
+            active_exclusions=[describe_exclusion(cs.exclusions[i]) for i in active],
             residency=sorted(res) if res is not None else None,
             latency_bound_ms=bound * 1e3 if bound is not None and cls == 0 else None,
         )
