@@ -155,3 +155,37 @@ def test_origin_comes_from_the_key_then_the_header_then_the_network():
     with pytest.raises(GatewayHTTPError) as info:
         gw.resolve_origin(None, "uk", None)  # uk's header value is "london"
     assert info.value.status == 400 and info.value.code == "unknown_origin"
+
+
+def test_every_registered_geo_policy_plans_live_without_rejection():
+    """The optimisers need the objective's reference scales: the gateway supplies local-only's
+    cost of the current epoch (``live_objective_scales``)."""
+    from greenroute.policies.registry import geo_policy_names
+
+    for name in geo_policy_names():
+        gw = _gateway(lambda: T0, policy={"geo": name}, horizon_epochs=2,
+                      constraints={"residency": {"eu": ["DE-LU", "GB"]}})  # fmt: skip
+        for _ in range(2):
+            gw.planner.count_arrival(0, 0)
+            state = gw.replan()
+        assert state.rejected == "", (name, state.rejected)
+        assert state.plan.route[:, 0, 2:].sum() == 0.0, name  # residency kept
+        scales = state.obs.objective_scales
+        assert scales["interactive_requests"] >= 2.0 and scales["carbon_kg"] > 0, name
+
+
+def test_live_scales_are_local_only_over_the_epoch():
+    gw = _gateway(lambda: T0)
+    obs = gw.router.state.obs
+    s = obs.objective_scales
+    # no traffic yet: one request per class and origin (eu, uk, us), each in its own region
+    assert (s["interactive_requests"], s["requests_total"]) == (3.0, 6.0)
+    # TTFT = 2 x one-way latency inside a region (the network model's 1.3 ms floor) + the
+    # default prefill of 0.2 s
+    assert s["ttft_mean_s"] == pytest.approx(2 * 0.0013 + 0.2, rel=1e-9)
+    # carbon: every region's idle IT energy over the hour (4 x 75 W x 1 h) plus two requests'
+    # dynamic energy in DE-LU, GB and US-CAL-CISO ((1.275 - 0.075) kW / 64 slots x 2 s
+    # each), times each region's facility carbon factor
+    it_kwh = np.full(4, 0.075)
+    it_kwh[:3] += 2 * 1.2 / 64 * 2.0 / 3600
+    assert s["carbon_kg"] == pytest.approx(float(it_kwh @ obs.carbon_g_per_it_kwh[0]) / 1e3)

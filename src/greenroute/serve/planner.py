@@ -158,6 +158,7 @@ class Planner:
             latency_s=self.latency_s, allowed=allowed, ttft_slo_s=cfg.ttft_slo_s,
             weights=cfg.weights, constraints=cfg.constraints,
         )  # fmt: skip
+        obs.objective_scales.update(live_objective_scales(obs))
         return obs, sig
 
     def replan(self, wall_s: float | None = None) -> PlanState:
@@ -191,6 +192,34 @@ class Planner:
         """The simulator's margin: a held request is released when its deadline is closer
         than two epochs plus the expected deferrable service time."""
         return 2.0 * self.cfg.epoch_s + float(np.max(obs.slot_s_per_request[1]))
+
+
+MIN_SCALE_REQUESTS = 1.0  # per class and origin: scales stay > 0 before any traffic
+
+
+def live_objective_scales(obs: Observation) -> dict[str, float]:
+    """The objective's reference magnitudes for a live epoch: what ``local-only`` (the
+    simulator's reference policy, ``sim/reference.py``) would cost over this epoch at the
+    forecast demand (at least ``MIN_SCALE_REQUESTS`` per class and origin), with every
+    region's idle IT power charged as the simulator's reference run does. Per epoch instead of
+    per run: the objective's terms keep the simulator's relative weights."""
+    from greenroute.sim.reference import LocalOnlyReference
+
+    route = LocalOnlyReference().plan(obs).route  # [C, O, R]
+    n = np.maximum(obs.demand_rps[0] * obs.epoch_s, MIN_SCALE_REQUESTS)  # [C, O]
+    per_region = np.einsum("co,cor->cr", n, route)  # requests per class and region
+    it_kwh = (per_region * obs.it_kwh_per_request).sum(axis=0)
+    it_kwh = it_kwh + obs.idle_power_kw * obs.epoch_s / SECONDS_PER_HOUR
+    ttft = 2.0 * obs.latency_s + obs.prefill_s_per_request[0][None, :]  # [O, R]
+    n_int = float(n[0].sum())
+    return {
+        "carbon_kg": float(it_kwh @ obs.carbon_g_per_it_kwh[0]) / 1e3,
+        "water_m3": float(it_kwh @ obs.water_l_per_it_kwh[0]) / 1e3,
+        "cost_usd": float(it_kwh @ obs.cost_usd_per_it_kwh[0]),
+        "ttft_mean_s": float((n[0][:, None] * route[0] * ttft).sum()) / n_int,
+        "interactive_requests": n_int,
+        "requests_total": float(n.sum()),
+    }
 
 
 def power_fraction(cap_kw: np.ndarray, idle_kw: np.ndarray, peak_kw: np.ndarray) -> np.ndarray:
