@@ -110,9 +110,10 @@ class Planner:
             carbon_intensity_g_per_kwh=sig.carbon_intensity_g_per_kwh,
             price_usd_per_kwh=sig.price_usd_per_kwh, ewif_l_per_kwh=sig.water_intensity_l_per_kwh,
         )  # fmt: skip
+        # swap first: arrivals counted (on the event loop) while this runs go to the next epoch
+        arrivals, self.arrivals = self.arrivals, np.zeros_like(self.arrivals)
         if self._last_wall is not None and wall_s > self._last_wall:
-            self.demand_rps = self.arrivals / (wall_s - self._last_wall)
-        self.arrivals = np.zeros_like(self.arrivals)
+            self.demand_rps = arrivals / (wall_s - self._last_wall)
         self._last_wall = wall_s
         dur, pre = self.region_durations()
         slot_s = np.repeat(dur[None], N_CLASSES, axis=0)
