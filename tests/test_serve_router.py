@@ -189,3 +189,15 @@ def test_live_scales_are_local_only_over_the_epoch():
     it_kwh = np.full(4, 0.075)
     it_kwh[:3] += 2 * 1.2 / 64 * 2.0 / 3600
     assert s["carbon_kg"] == pytest.approx(float(it_kwh @ obs.carbon_g_per_it_kwh[0]) / 1e3)
+
+
+def test_demand_is_the_last_epochs_arrival_rate():
+    now = [T0]
+    gw = _gateway(lambda: now[0])
+    for _ in range(10):
+        gw.planner.count_arrival(0, 1)  # interactive, uk
+    gw.planner.count_arrival(1, 0)  # deferrable, eu
+    now[0] = T0 + 5.0
+    obs = gw.replan().obs
+    assert obs.demand_rps.shape == (1, 2, 3)  # [H+1, C, O], no look-ahead configured
+    assert obs.demand_rps[0].tolist() == [[0.0, 2.0, 0.0], [0.2, 0.0, 0.0]]
