@@ -49,11 +49,13 @@ def _numbers_with_decimals(text: str) -> list[tuple[float, int]]:
     return out
 
 
-def _expected_explanation_values(epoch: int, origin: str) -> tuple[list[float], dict]:
+def _expected_explanation_values(
+    epoch: int, origin: str, scenario: str = "geo3", days: float = 1.0
+) -> tuple[list[float], dict]:
     """Every value an explanation of ``origin`` at ``epoch`` may state, computed here from
     the simulator directly (not through the copilot): the observation, the plan, and a fork
     per alternative destination. Also returns the per-region deltas."""
-    prep, _ = api.prepare_checked("geo3", seed=0, days=1)
+    prep, _ = api.prepare_checked(scenario, seed=0, days=days)
     scales = LazyScales(prep, local_policy_factory("least-loaded"))
     sim = Simulation(prep, make_geo_policy(POLICY), local_policy_factory("least-loaded"),
                      SimConfig(seed=0, objective_scales=scales))  # fmt: skip
@@ -133,6 +135,24 @@ def test_every_number_of_an_explanation_matches_the_simulator(run_dir):
     assert "It did not send this work to Chile (CL-SIC)." in text
     assert deltas[CL]["carbon"] < 0 and deltas[CL]["pp"] > 10  # cleaner, but overloaded
     assert "The plan taken has the lowest objective J of these options" in text
+
+
+def _check_every_number(text: str, allowed: list[float]) -> None:
+    found = _numbers_with_decimals(text)
+    assert len(found) > 30
+    for x, dec in found:
+        tol = 0.5 * 10.0**-dec + 1e-9
+        assert any(abs(x - v) <= tol for v in allowed), f"{x} is not a simulator number\n{text}"
+
+
+@pytest.mark.slow
+def test_every_number_of_a_request_fidelity_explanation_matches_the_simulator(tmp_path):
+    out = tmp_path / "demo"
+    write_run(api.run("demo", POLICY, days=0.25, seed=0), out)
+    text = Copilot(out).ask("Why did epoch 10 send Singapore's traffic to Germany?").text
+    allowed, deltas = _expected_explanation_values(10, "SG", "demo", 0.25)
+    _check_every_number(text, allowed)
+    assert len(deltas) == 3 and text.count("- routing it to") == 3
 
 
 def test_explanation_premise_and_classes(run_dir):
@@ -267,6 +287,17 @@ def test_cli_interactive_session(run_dir):
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "energy cost ($)" in res.output and "error: 'Tell me a joke'" in res.output
+
+
+def test_cli_interactive_rules_need_a_yes(run_dir):
+    cmd = "Minimize energy cost, but do not send workloads to California"
+    res = CliRunner().invoke(
+        app, ["copilot", "--run", str(run_dir)], input=f"{cmd}\nn\n{cmd}\ny\nquit\n"
+    )
+    assert res.exit_code == 0, res.output
+    assert res.output.count("Apply these rules and re-run?") == 2
+    assert res.output.count("Not applied") == 1 and res.output.count("Applied:") == 1
+    assert "requests sent to US-CAL-CISO while excluded" in res.output
 
 
 class _EchoBackend:

@@ -13,6 +13,7 @@ LLM phrasing and its number check).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,8 +46,16 @@ FORMATS = {
 }
 
 
+SMALL_KINDS = ("carbon_kg", "cost_usd")  # small runs: two significant digits below 1
+MAX_DECIMALS = 4
+
+
 def fmt(value: float, kind: str) -> str:
-    return f"{value:,.{FORMATS[kind]}f}"
+    dec = FORMATS[kind]
+    mag = abs(value)
+    if kind in SMALL_KINDS and 0 < mag < 1:
+        dec = min(MAX_DECIMALS, max(dec, 1 - math.floor(math.log10(mag))))
+    return f"{value:,.{dec}f}"
 
 
 @dataclass(frozen=True)
