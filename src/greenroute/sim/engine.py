@@ -69,8 +69,12 @@ class Simulation:
         local: LocalPolicy | Callable[[], LocalPolicy],
         config: SimConfig | None = None,
         progress: Callable[[int, int], None] | None = None,
+        partition_executor=None,
     ) -> None:
+        """``partition_executor`` (request fidelity, iteration servers): run the regions'
+        servers in blocks on workers within each epoch (``sim/partition.py``; same metrics)."""
         self.prep = prep
+        self.partition_executor = partition_executor
         self.sc = prep.scenario
         self.geo = geo
         self.config = config or SimConfig(seed=prep.seed)
@@ -255,6 +259,8 @@ class Simulation:
         if reset_policy:
             self.geo.reset(self.info, self.config.seed)
         self.epoch = 0
+        if self.partition_executor is not None and self.sc.fidelity != "request":
+            raise ConfigError("a partitioned run needs request fidelity")
         if self.sc.fidelity == "request":
             self._stepper = _RequestStepper(self)
         else:
@@ -332,9 +338,12 @@ class _RequestStepper:
             from greenroute.sim.iteration_mode import IterationBackend
 
             self.backend = IterationBackend(
-                prep.built, reqs, codes, sim.local, sc.n_epochs, sc.chunked_prefill
-            )
+                prep.built, reqs, codes, sim.local, sc.n_epochs, sc.chunked_prefill,
+                partition_executor=sim.partition_executor,
+            )  # fmt: skip
         else:
+            if sim.partition_executor is not None:
+                raise ConfigError("a partitioned run needs the iteration server model")
             self.backend = RequestBackend(prep.built, reqs, codes, sim.local)
         rng = np.random.default_rng(_seed_int(sim.config.seed, 5))
         self.u_route = rng.random(n)

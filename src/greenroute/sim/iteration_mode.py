@@ -61,7 +61,7 @@ from dataclasses import replace
 import numpy as np
 
 from greenroute.catalog import get_gpu
-from greenroute.core.errors import GreenrouteError
+from greenroute.core.errors import ConfigError, GreenrouteError
 from greenroute.core.types import RequestView, ServerView
 from greenroute.data.requests import Requests
 from greenroute.sim import kernel as SK
@@ -191,7 +191,8 @@ class IterationBackend:
     server_model = "iteration"
 
     def __init__(self, built: BuiltCluster, reqs: Requests, lp_codes: np.ndarray, local_policies,
-                 n_epochs: int, chunked_prefill: bool = False):  # fmt: skip
+                 n_epochs: int, chunked_prefill: bool = False,
+                 partition_executor=None):  # fmt: skip
         self.b = built
         self.reqs = reqs
         n = len(reqs)
@@ -232,6 +233,13 @@ class IterationBackend:
             setattr(self, k, np.zeros((built.n_regions, n_epochs)))
         self.logged_ids = np.zeros(0, dtype=np.int64)  # outcomes logged in the last epoch
         self.journal: list | None = None
+        self.partitioned = None  # regions split over workers (sim/partition.py)
+        if partition_executor is not None:
+            from greenroute.sim.partition import PartitionedKernel
+
+            self.partitioned = PartitionedKernel(
+                partition_executor, self.cfg, built.region_start, self.lp_codes
+            )
 
     # ------------------------------------------------------------------ outcomes
     def _write(self, ids: np.ndarray, **vals) -> None:
@@ -240,8 +248,8 @@ class IterationBackend:
         for k, v in vals.items():
             getattr(self, k)[ids] = v
 
-    def _drain(self) -> np.ndarray:
-        log = self.st.drain_log()
+    def _drain(self, log: dict | None = None) -> np.ndarray:
+        log = self.st.drain_log() if log is None else log
         ids = log["req"]
         if ids.size:
             self._write(ids, **{dst: log[src] for src, dst in _LOG_FIELDS})
@@ -313,13 +321,17 @@ class IterationBackend:
             u_local[now],
         )  # fmt: skip
         self._logged_now = [ids[:k][capped]]
-        if np.all(self.lp_codes >= 0):
+        log = None
+        if self.partitioned is not None:
+            out, log = self.partitioned.run_epoch(st, cfg, cost, args, t_end)
+            self._write(now, server=out)
+        elif np.all(self.lp_codes >= 0):
             out = run_arrivals(st, cfg, cost, *args, t_end, b.region_start, self.lp_codes)
             self._write(now, server=out)
         else:
             self._place_python(*args)
             advance(st, cfg, cost, 0, b.n_servers, t_end)
-        self.logged_ids = np.concatenate([self._drain(), *self._logged_now])
+        self.logged_ids = np.concatenate([self._drain(log), *self._logged_now])
         self._close_epoch(e, t_end)
 
     def _close_epoch(self, e: int, t_end: float) -> None:
@@ -444,6 +456,11 @@ class IterationBackend:
     # ------------------------------------------------------------------ counterfactual forks
     def snapshot(self, e0: int, e1: int) -> dict:
         """Kernel state copy, epoch figures, network carry, and a journal of outcome writes."""
+        if self.partitioned is not None:
+            raise ConfigError(
+                "counterfactual forks need a single-process run (the kernel state of a "
+                "partitioned run lives in its workers)"
+            )
         snap = {
             "st": self.st.copy(),
             "max_running": self.cfg.max_running.copy(),

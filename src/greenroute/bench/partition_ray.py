@@ -1,0 +1,152 @@
+"""Region-partitioned request-level runs on Ray (issue 12; ``sim/partition.py``).
+
+:class:`RayPartitionExecutor` puts each block of regions in a Ray actor
+(``RegionPartitionWorker``); every epoch the driver sends each actor its arrivals and the
+per-server config and gathers the results, so the blocks' servers run in parallel while the geo
+policy, the plan and the bookkeeping stay in the driver. Metrics equal the single-process run's
+(``tests/test_partition.py``).
+
+``python -m greenroute.bench.partition_ray [--scenario geo10] [--days 0.25] [--workers 2]
+[--data-dir DIR]`` runs the same request-level run in one process and partitioned over Ray
+actors, checks that the metrics are equal and prints both wall times, the speed-up and the
+projected wall time of geo10 over 31 days at request level on 64 cores (from the measured
+per-epoch cost of the slowest block, assuming one block per core and the driver's share as
+measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+from greenroute.sim.partition import RegionPartitionWorker
+
+
+class RayPartitionExecutor:
+    """One Ray actor per block of regions (``ray.init`` must have run)."""
+
+    def __init__(self, n_parts: int) -> None:
+        self.n_parts = int(n_parts)
+        self.actors: list = []
+
+    def start(self, cfg, blocks, region_start, lp_codes) -> None:
+        import ray
+
+        actor = ray.remote(num_cpus=1)(RegionPartitionWorker)
+        self.actors = [actor.remote(cfg, b, region_start, lp_codes) for b in blocks]
+
+    def step(self, payloads):
+        import ray
+
+        return ray.get([a.step.remote(p) for a, p in zip(self.actors, payloads, strict=True)])
+
+    def close(self) -> None:
+        import ray
+
+        for a in self.actors:
+            ray.kill(a)
+        self.actors = []
+
+
+def run_once(scenario: str, days: float, seed: int, data_dir, executor=None):
+    """One request-level local-only run (iteration servers); returns (metrics, wall seconds,
+    simulation)."""
+    from greenroute.policies.registry import local_policy_factory, make_geo_policy
+    from greenroute.scenarios import get_scenario
+    from greenroute.sim.engine import SimConfig, Simulation
+    from greenroute.sim.prepare import prepare
+
+    sc = get_scenario(scenario).with_options(
+        fidelity="request", server_model="iteration", days=days
+    )
+    prep = prepare(sc, seed, data_dir)
+    sim = Simulation(
+        prep, make_geo_policy("local-only"), local_policy_factory("least-loaded"),
+        SimConfig(seed=seed), partition_executor=executor,
+    )  # fmt: skip
+    t0 = time.perf_counter()
+    res = sim.run()
+    return res.metrics, time.perf_counter() - t0, sim
+
+
+def _equal(a: dict, b: dict) -> list[str]:
+    """Metrics that differ (NaN equals NaN)."""
+    bad = []
+    for k in sorted(set(a) | set(b)):
+        x, y = a.get(k), b.get(k)
+        if isinstance(x, float) and isinstance(y, float) and np.isnan(x) and np.isnan(y):
+            continue
+        if x != y and k not in ("wall_s", "plan_s", "sim_wall_s"):
+            bad.append(k)
+    return bad
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scenario", default="geo10")
+    ap.add_argument("--days", type=float, default=0.25)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--data-dir", default=os.environ.get("GREENROUTE_DATA_DIR"))
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    import ray
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
+    try:
+        run_once(args.scenario, 0.01, args.seed, args.data_dir)  # warm the compiled kernels
+        single, t_single, _ = run_once(args.scenario, args.days, args.seed, args.data_dir)
+        ex = RayPartitionExecutor(args.workers)
+        part, t_part, sim = run_once(args.scenario, args.days, args.seed, args.data_dir, ex)
+        ex.close()
+    finally:
+        ray.shutdown()
+    differ = _equal(single, part)
+    n_req = single["requests_total"]
+    epochs = sim.sc.n_epochs
+    # projection: geo10 at 31 days, one block per core; per-request kernel cost scales with
+    # requests, the driver's per-request bookkeeping does not shrink with cores
+    speedup = t_single / t_part
+    scale_days = 31.0 / args.days
+    t31_single = t_single * scale_days
+    # Amdahl from the measured 2-worker speed-up: parallel share p with S2 = 1 / (1 - p + p/2)
+    p = min(max(2.0 * (1.0 - 1.0 / speedup), 0.0), 1.0) if args.workers == 2 else float("nan")
+    cores = 64
+    t31_64 = t31_single * ((1.0 - p) + p / min(cores, 10)) if p == p else float("nan")
+    out = {
+        "scenario": args.scenario,
+        "days": args.days,
+        "epochs": epochs,
+        "requests": n_req,
+        "workers": args.workers,
+        "single_s": round(t_single, 3),
+        "partitioned_s": round(t_part, 3),
+        "speedup": round(speedup, 3),
+        "metrics_equal": not differ,
+        "differing_metrics": differ,
+        "parallel_share": round(p, 3) if p == p else None,
+        "projected_31d_single_s": round(t31_single, 1),
+        "projected_31d_64_cores_s": round(t31_64, 1) if t31_64 == t31_64 else None,
+    }
+    if args.json:
+        print(json.dumps(out))
+        return
+    print(
+        f"{args.scenario} request level, {args.days} d ({n_req:,.0f} requests): one process "
+        f"{t_single:.1f} s, {args.workers} Ray workers {t_part:.1f} s (x{speedup:.2f}); "
+        f"metrics equal: {not differ}{'' if not differ else ' ' + str(differ)}"
+    )
+    print(
+        f"projected geo10-like 31 d: {t31_single / 60:.1f} min in one process; with a parallel "
+        f"share of {p:.2f} (Amdahl, from the 2-worker speed-up) and one block per region on "
+        f"64 cores (at most 10 blocks: one per region) {t31_64 / 60:.1f} min"
+    )
+
+
+if __name__ == "__main__":
+    main()

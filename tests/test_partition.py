@@ -1,0 +1,105 @@
+"""Request-level runs partitioned by region (``sim/partition.py``, issue 12): the same metrics
+and per-request outcomes as one process, block splitting by hand, and clear refusals."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from greenroute.core.errors import ConfigError
+from greenroute.policies.local import LeastLoadedLocal
+from greenroute.policies.registry import local_policy_factory, make_geo_policy
+from greenroute.scenarios import get_scenario
+from greenroute.sim.engine import SimConfig, Simulation
+from greenroute.sim.partition import Block, LocalPartitionExecutor, split_regions
+from greenroute.sim.prepare import prepare
+
+DAYS = 0.125
+
+
+def test_split_regions_balances_servers_contiguously():
+    # regions of 4, 1, 1, 4 servers: two blocks of 5 ([0, 2) and [2, 4))
+    start = np.array([0, 4, 5, 6, 10])
+    assert split_regions(start, 2) == [Block(0, 2, 0, 5), Block(2, 4, 5, 10)]
+    # one block per region at most, never an empty block
+    assert split_regions(start, 9) == [
+        Block(0, 1, 0, 4), Block(1, 2, 4, 5), Block(2, 3, 5, 6), Block(3, 4, 6, 10)
+    ]  # fmt: skip
+    assert split_regions(start, 1) == [Block(0, 4, 0, 10)]
+    with pytest.raises(ConfigError, match="partitions must be >= 1"):
+        split_regions(start, 0)
+
+
+class PythonLeastLoaded(LeastLoadedLocal):
+    """The built-in's choice through Python ``pick`` (overriding it drops the kernel code)."""
+
+    def pick(self, request, servers):
+        return super().pick(request, servers)
+
+
+def _run(executor=None, local=None, fidelity="request", fork=False):
+    sc = get_scenario("demo").with_options(fidelity=fidelity, server_model="iteration", days=DAYS)
+    prep = prepare(sc, 3, None)
+    local = local or local_policy_factory("least-loaded")
+    config = SimConfig(seed=3, record_requests=True)
+    sim = Simulation(
+        prep, make_geo_policy("lowest-carbon"), local, config, partition_executor=executor
+    )
+    if fork:
+        sim.begin()
+        sim.advance(sim.validated(obs := sim.observe(), sim.get_plan(obs)), obs)
+        sim.fork().evaluate(sim.get_plan(sim.observe()))
+    return sim.run()
+
+
+@pytest.fixture(scope="module")
+def single(no_env_data_module):
+    return _run()
+
+
+@pytest.fixture(scope="module")
+def no_env_data_module():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("GREENROUTE_DATA_DIR", raising=False)
+        yield
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_partitioned_run_equals_one_process(single, parts):
+    part = _run(LocalPartitionExecutor(parts))
+    assert part.metrics == single.metrics  # exactly: every server sees the same calls
+    pd.testing.assert_frame_equal(part.requests, single.requests)
+    pd.testing.assert_frame_equal(part.epochs, single.epochs)
+    pd.testing.assert_frame_equal(part.extras["servers"], single.extras["servers"])
+    assert single.metrics["requests_completed"] > 1000  # the check is not vacuous
+
+
+def test_partitioned_run_refuses_what_cannot_run_in_workers(no_env_data_module):
+    with pytest.raises(ConfigError, match="compiled local policies"):
+        _run(LocalPartitionExecutor(2), local=PythonLeastLoaded)
+    with pytest.raises(ConfigError, match="needs request fidelity"):
+        _run(LocalPartitionExecutor(2), fidelity="fluid")
+    with pytest.raises(ConfigError, match="single-process run"):
+        _run(LocalPartitionExecutor(2), fork=True)
+
+
+@pytest.mark.slow
+def test_partitioned_run_on_ray_equals_one_process(single):
+    ray = pytest.importorskip("ray") if not os.environ.get("GREENROUTE_REQUIRE_DATA") else None
+    if ray is None:
+        import ray
+    from greenroute.bench.partition_ray import RayPartitionExecutor
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        ex = RayPartitionExecutor(2)
+        part = _run(ex)
+        ex.close()
+    finally:
+        ray.shutdown()
+    assert part.metrics == single.metrics
+    pd.testing.assert_frame_equal(part.requests, single.requests)
