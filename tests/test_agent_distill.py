@@ -159,3 +159,23 @@ def test_distill_cli_rejects_unknown_method(dataset: Path, tmp_path: Path) -> No
                               "--method", "rlhf"])  # fmt: skip
     assert res.exit_code == 2
     assert "valid choices: fewshot, lora, lora+fewshot" in res.output
+
+
+def test_fewshot_picks_the_most_similar_states() -> None:
+    from greenroute.agent.fewshot import FewShotIndex, prompt_features, with_examples
+
+    def row(i: int, a: float, b: float, origin: int = 0) -> dict:
+        p = f"### INPUT:\nDC-1 CI {a} g/kWh, Price {b}\n\n### RESPONSE:\n"
+        return {"id": i, "role": "manager", "origin": origin, "prompt": p, "response": f"r{i}"}
+
+    assert prompt_features(row(0, 10.0, -0.5)["prompt"]) == [1.0, 10.0, -0.5]
+    pool = FewShotIndex([row(0, 10, 0), row(1, 0, 10), row(2, 10, 10), row(3, 10, 1, origin=1)])
+    q = row(9, 10, 1)["prompt"]
+    # pool of 4 (DC-1's constant 1 dropped): CI mean 7.5 sd 4.33, price mean 5.25 sd 4.60
+    # -> z(q) = (0.58, -0.92); cosines: row 0 (0.58, -1.14): 0.996; row 2 (0.58, 1.03):
+    # -0.48; row 1 (-1.73, 1.03): -0.89 (row 3 is origin 1's)
+    assert [r["id"] for r in pool.select(q, "manager", 0, 2)] == [2, 0]  # most similar last
+    assert [r["id"] for r in pool.select(q, "manager", 1, 1)] == [3]  # same origin first
+    assert [r["id"] for r in pool.select("### INPUT:\n1 2\n", "manager", 0, 2)] == [2, 3]
+    shots = with_examples("Q", [row(0, 10, 0)])
+    assert shots == row(0, 10, 0)["prompt"] + "r0\n\nQ"
