@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from greenroute.agent import rules_lexicon as lx
 from greenroute.agent.rules_errors import UnrecognizedCommandError, UnsupportedRuleError
-from greenroute.agent.rules_text import Token
+from greenroute.agent.rules_text import Token, lexicon_words
 from greenroute.agent.rules_time import ClauseTime
 
 TIME_KINDS = frozenset(("window", "daterange", "date", "relday", "daily", "business", "forspan"))
@@ -33,13 +33,7 @@ SPLIT_BEFORE = frozenset(("without", "by"))
 @functools.lru_cache(maxsize=1)
 def class_words() -> frozenset[str]:
     """Words with a role in some clause (word classes and fillers; not bare alias parts)."""
-    words: set[str] = set()
-    for name in dir(lx):
-        val = getattr(lx, name)
-        if isinstance(val, frozenset):
-            words |= val
-    words |= set(lx.METRIC_WORDS) | set(lx.SUPERLATIVE_METRICS) | set(lx.ALL_REGIONS_WORDS)
-    return frozenset(words | CAP_VERBS)
+    return frozenset(lexicon_words() | CAP_VERBS)
 
 
 @dataclass

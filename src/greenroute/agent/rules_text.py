@@ -198,14 +198,21 @@ def _split_word(raw: str, keep: frozenset[str]) -> list[Token]:
 
 
 @functools.lru_cache(maxsize=1)
-def known_words() -> frozenset[str]:
-    """Every single word the lexicon knows (word classes, fillers, parts of place aliases)."""
+def lexicon_words() -> frozenset[str]:
+    """The words of the lexicon's word classes and fillers (not the parts of place aliases)."""
     words: set[str] = set()
     for name in dir(lx):
         val = getattr(lx, name)
         if isinstance(val, frozenset):
             words |= val
     words |= set(lx.METRIC_WORDS) | set(lx.SUPERLATIVE_METRICS) | set(lx.ALL_REGIONS_WORDS)
+    return frozenset(words)
+
+
+@functools.lru_cache(maxsize=1)
+def known_words() -> frozenset[str]:
+    """Every single word the lexicon knows (word classes, fillers, parts of place aliases)."""
+    words = set(lexicon_words())
     for alias in lx.catalog_places():
         words |= set(alias.split())
         words.add(alias)
