@@ -224,6 +224,19 @@ def _child(name: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _unpinned(module: str, *args: str) -> dict:
+    """A bench that measures scaling over both cores (no one-core affinity): its JSON line."""
+    env = dict(os.environ, RAY_AUTH_MODE=os.environ.get("RAY_AUTH_MODE", "disabled"))
+    out = subprocess.run(
+        [sys.executable, "-m", module, *args, "--json"], capture_output=True, text=True,
+        env=env, check=False,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise SystemExit(f"bench {module} failed:\n{out.stderr}")
+    text = out.stdout
+    return json.loads(text[text.index("\n{") + 1 :] if not text.startswith("{") else text)
+
+
 def _speed(name: str):
     """Issue 7's speed figures (``bench/perf_speed.py``)."""
 
@@ -272,6 +285,12 @@ def main() -> None:
         print(json.dumps(CHILDREN[args.child]()))
         return
     figures = {name: _child(name) for name in CHILDREN}
+    data = _default_data_dir()
+    figures["sweep"] = _unpinned("greenroute.bench.perf_sweep")
+    figures["partition"] = _unpinned(
+        "greenroute.bench.partition_ray", "--scenario", "geo10", "--days", "0.1",
+        *(["--data-dir", str(data)] if data else []),
+    )  # fmt: skip
     if args.json:
         print(json.dumps(figures, indent=2))
         return
@@ -311,6 +330,21 @@ def main() -> None:
 
     rows += speed_rows(figures)
     rows += extra_rows(figures)
+    from greenroute.bench.perf_sweep import rows as sweep_rows
+
+    rows += sweep_rows(figures["sweep"])
+    p = figures["partition"]
+    rows += [
+        (f"{p['scenario']} request level, {p['days']} d, partitioned by region on "
+         f"{p['workers']} Ray workers (metrics equal: {p['metrics_equal']})",
+         f"{p['single_s']:.1f} s one process, {p['partitioned_s']:.1f} s partitioned "
+         f"(x{p['speedup']:.2f})", "identical metrics"),
+        ("projected geo10, 31 days, request level: one process / 64 cores (Amdahl from the "
+         "2-worker speed-up, one block per region)",
+         f"{p['projected_31d_single_s'] / 60:.0f} min / "
+         + (f"{p['projected_31d_64_cores_s'] / 60:.0f} min" if p["projected_31d_64_cores_s"]
+            else "n/a"), ""),
+    ]  # fmt: skip
     width = max(len(a) for a, _, _ in rows)
     print(f"{'figure'.ljust(width)}  value  [bar]")
     for label, value, bar in rows:
