@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from greenroute.agent.copilot_rules import LLMRuleParser, first_json_object
+from greenroute.agent.copilot_rules import PRIMER, LLMRuleParser, first_json_object
 from greenroute.agent.copilot_text import numbers_in, unexplained_numbers
 from greenroute.agent.rules import RuleCommandError, parse_command, ruleset_to_json
 from greenroute.constraints import ConstraintSet, Exclusion
@@ -33,8 +33,10 @@ class FakeBackend:
 
 
 def _json_tail(obj: dict) -> str:
-    """What a model writes after the prompt's opening ``{``, then some chatter."""
-    return json.dumps(obj)[1:] + "\nCommand: something else"
+    """What a model writes after the prompt's primer ``{"goal":``, then some chatter."""
+    text = json.dumps(obj)
+    assert text.startswith(PRIMER)
+    return text[len(PRIMER) :] + "\nCommand: something else"
 
 
 def test_llm_rules_parser_reads_the_models_json():
@@ -43,8 +45,8 @@ def test_llm_rules_parser_reads_the_models_json():
     got = LLMRuleParser(be).parse(CMD, G3)
     assert got == want
     prompt = be.prompts[0]
-    assert prompt.endswith(f"Command: {CMD}\nJSON: {{")
-    assert '"enum":["DE-LU","CL-SIC","US-CAL-CISO"]' in prompt  # schema narrowed to the run
+    assert prompt.endswith(f"Command: {CMD}\nJSON: {PRIMER}")
+    assert "Regions: DE-LU, CL-SIC, US-CAL-CISO." in prompt
     # worked examples are the deterministic parser's JSON
     ex = json.dumps(ruleset_to_json(parse_command("Never route work to CL-SIC", G3)),
                     separators=(",", ":"))  # fmt: skip
@@ -55,11 +57,11 @@ def test_llm_rules_parser_reads_the_models_json():
     "answer, needle",
     [
         ("I think you should minimise cost.", "did not answer with a JSON rules object"),
-        ('"goal": null, "exclusions": [{"region": "Narnia", "start_s": null, "end_s": null, '
+        (' null, "exclusions": [{"region": "Narnia", "start_s": null, "end_s": null, '
          '"reason": ""}], "residency": [], "power_caps_kw": [], "max_one_way_latency_s": null}',
          "Narnia"),
-        ('"goal": null}', "rules"),
-        ('"goal": null, "exclusions": [{"region": "DE-LU", "start_s": null, "end_s": null, '
+        (" null}", "rules"),
+        (' null, "exclusions": [{"region": "DE-LU", "start_s": null, "end_s": null, '
          '"reason": ""}, {"region": "CL-SIC", "start_s": null, "end_s": null, "reason": ""}, '
          '{"region": "US-CAL-CISO", "start_s": null, "end_s": null, "reason": ""}], '
          '"residency": [], "power_caps_kw": [], "max_one_way_latency_s": null}', "no region left"),
