@@ -175,7 +175,9 @@ class MarlinFacility:
     """
 
     name: str = "marlin"
-    cop_d: float = MARLIN_DEFAULT_COP_D
+    # one value, or one per datacenter ([R], broadcast over the signals' last axis);
+    # get_facility_model(..., regions=...) derives it from each site's climate (marlin_cop.py)
+    cop_d: float | tuple[float, ...] = MARLIN_DEFAULT_COP_D
     cooling_multiplier: float = MARLIN_COOLING_MULTIPLIER
     infra_fraction: float = MARLIN_INFRA_FRACTION
     phi: float = MARLIN_DEFAULT_PHI
@@ -246,14 +248,35 @@ _PRESETS: dict[str, type[DefaultFacility] | type[MarlinFacility]] = {
 FACILITY_PRESETS: tuple[str, ...] = tuple(_PRESETS)
 
 
-def get_facility_model(name: str, **overrides: Any) -> FacilityModel:
+def get_facility_model(
+    name: str, *, regions: tuple[str, ...] | None = None, **overrides: Any
+) -> FacilityModel:
     """Preset ``name`` ("default" or "marlin") with field overrides, e.g.
     ``get_facility_model("marlin", cop_d=4.0)`` or ``get_facility_model("default",
-    plant="air-cooled")`` (a plant kind name or a ``CoolingPlant``)."""
+    plant="air-cooled")`` (a plant kind name or a ``CoolingPlant``).
+
+    ``regions`` (the datacenters, in the order of the signals' last axis): for ``marlin``
+    without a ``cop_d`` override, ``COP_d`` per datacenter from each site's climate
+    (:func:`greenroute.physics.marlin_cop.sites_cop_d`); a ``cop_d`` sequence must have one
+    value per region."""
     try:
         cls = _PRESETS[name]
     except KeyError:
         raise UnknownNameError("facility model", name, _PRESETS) from None
+    if overrides.get("cop_d", 0.0) is None:  # None: the preset's own choice
+        del overrides["cop_d"]
+    if cls is MarlinFacility and regions is not None:
+        if "cop_d" not in overrides:
+            from greenroute.physics.marlin_cop import sites_cop_d
+
+            overrides["cop_d"] = sites_cop_d(tuple(regions))
+        elif np.ndim(overrides["cop_d"]) == 1:
+            cop = tuple(float(c) for c in overrides["cop_d"])
+            if len(cop) != len(regions):
+                raise ConfigError(
+                    f"cop_d has {len(cop)} values for {len(regions)} datacenters {list(regions)}"
+                )
+            overrides["cop_d"] = cop
     known = {f.name for f in dataclasses.fields(cls)} - {"name"}
     unknown = sorted(set(overrides) - known)
     if unknown:

@@ -8,7 +8,8 @@ MARLIN eq. 2 (seed 001 §3.1): ``LA_net = dist x λ_media + R_source,dest x σ_h
     hops(d)   = BASE_HOPS + d / KM_PER_HOP
 
 with the great-circle (haversine) distance. TTFT counts the network twice (request in, first
-token out; MARLIN eq. 3): use ``2 x one_way_s``.
+token out; MARLIN eq. 3): use ``2 x one_way_s``. Under the ``marlin`` preset
+(:data:`NETWORK_PRESETS`) the inflation is 1 and the floor 0: eq. 2 as written.
 """
 
 from __future__ import annotations
@@ -48,6 +49,21 @@ PER_HOP_S = 50e-6
 # millisecond one way even at zero distance. Engineering assumption, so that a request
 # served in its own metro still pays a small, realistic network cost.
 METRO_FLOOR_S = 1e-3
+
+
+# Keyword arguments of one_way_latency_s per physics preset: "marlin" is MARLIN eq. 2 in its
+# plain form (seed 001 §3.1: dist x λ_media + R x σ_hop with the great-circle distance, no
+# route inflation and no metro floor); "default" keeps this module's defaults.
+NETWORK_PRESETS: dict[str, dict[str, float]] = {
+    "default": {},
+    "marlin": {"route_inflation": 1.0, "metro_floor_s": 0.0},
+}
+
+
+def network_preset(name: str) -> dict[str, float]:
+    """Keyword arguments of :func:`one_way_latency_s` for a physics/facility preset (unknown
+    names get the defaults: the facility preset is validated where it is built)."""
+    return dict(NETWORK_PRESETS.get(name, {}))
 
 
 def great_circle_km(

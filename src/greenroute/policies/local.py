@@ -90,3 +90,51 @@ class RandomLocal(_Builtin):
         cand = self._candidates(servers)
         k = min(int(request.uniform * cand.size), cand.size - 1)  # as the kernel draws
         return int(cand[k])
+
+
+@register_local_policy(
+    "modified-round-robin",
+    "MARLIN's local balancer (seed 001 §4, after Kushwaha et al. 2021): capacity-weighted "
+    "smooth round robin that skips saturated servers.",
+)
+class ModifiedRoundRobinLocal(_Builtin):
+    """The "modified round-robin load balancer based on [26]" that seed 001 §4 runs in every
+    datacenter so "that nodes within a datacenter are not asymmetrically overwhelmed".
+
+    [26] (Kushwaha et al., "Advanced weighted round robin procedure for load balancing in cloud
+    computing environment", Confluence 2021) weights the round robin by server capacity and
+    takes load into account; its exact steps are not in the MARLIN paper, so this is our
+    reading, in two rules:
+
+    1. *Weighted* (smooth, interleaved) round robin, the nginx ``ngx_http_upstream`` form: every
+       pick adds each candidate's weight to its running credit, picks the largest credit
+       (lowest index on ties) and subtracts the candidates' total weight from the winner. The
+       weight is the server's usable slots, so a server with twice the slots gets twice the
+       requests, interleaved rather than in bursts.
+    2. *Modified*: a saturated server (running + queued >= usable slots) is skipped while any
+       candidate has a free slot; if all are saturated the rule runs over all candidates.
+
+    Python ``pick`` only (no compiled kernel rule): request fidelity runs it through Python.
+    The fluid model splits a region's work over its servers by usable slots, which is what
+    rule 1 converges to, so the choice of local policy does not change fluid runs.
+    """
+
+    name = "modified-round-robin"
+
+    def reset(self, region: str) -> None:
+        super().reset(region)
+        self._credit: np.ndarray | None = None
+
+    def pick(self, request: RequestView, servers: ServerView) -> int:
+        n = servers.eligible.size
+        if self._credit is None or self._credit.size != n:
+            self._credit = np.zeros(n)
+        cand = self._candidates(servers)
+        free = cand[(servers.active + servers.queued)[cand] < servers.slots[cand]]
+        if free.size:
+            cand = free
+        weight = servers.slots[cand].astype(float)
+        self._credit[cand] += weight
+        s = int(cand[np.argmax(self._credit[cand])])
+        self._credit[s] -= weight.sum()
+        return s

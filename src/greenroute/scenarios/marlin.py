@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from greenroute.catalog.regions import REGIONS
+from greenroute.constraints import ConstraintSet
 from greenroute.data.workload import WorkloadSpec
 from greenroute.scenarios.geo import DIURNAL_FLAT_SHARE
 from greenroute.scenarios.registry import register_scenario
@@ -76,11 +77,68 @@ MARLIN8_INTERACTIVE_RPS = 2100.0
 MARLIN8_DEFERRABLE_RPS = 210.0
 
 
+# §6: "the maximum datacenter utilization rate in an epoch at 95 %". Enforced for every policy
+# as a hard per-datacenter power cap at idle + 0.95 x (peak - idle): the engine turns a cap
+# into usable slots (Simulation.effective_slots), so at most 95 % of each datacenter's slots
+# serve in any epoch (fluid: exactly 95 %; request fidelity: floor(32 x 0.95) = 30 of 32 per
+# instance), and a plan's own power cap can only lower it (the minimum of the two binds).
+MARLIN8_UTILISATION_CAP = 0.95
+
+
 def _marlin_groups() -> tuple[ServerGroup, ...]:
     return tuple(
         ServerGroup(nodes * (gpus // tp), model, gpu, tp, MARLIN8_SLOTS)
         for gpu, gpus, model, tp, nodes in MARLIN8_NODE_TYPES
     )
+
+
+def utilisation_cap_kw(groups: tuple[ServerGroup, ...], cap: float = MARLIN8_UTILISATION_CAP):
+    """The per-datacenter power cap (kW) at which ``cap`` of the slots are usable: ``idle +
+    cap x (peak - idle)`` with the engine's server power (``ServerPower.for_gpus``)."""
+    from greenroute.physics.power import ServerPower
+
+    idle_w = peak_w = 0.0
+    for g in groups:
+        sp = ServerPower.for_gpus(g.gpu, g.tp)
+        idle_w += g.count * (sp.idle_w if g.idle_w is None else g.idle_w)
+        peak_w += g.count * (sp.peak_w if g.peak_w is None else g.peak_w)
+    return (idle_w + cap * (peak_w - idle_w)) / 1e3
+
+
+def longest_mean_tokens(spec: WorkloadSpec) -> float:
+    """The longer of the two classes' mean prompt + output lengths (tokens) of ``spec``
+    (marlin8: vidur-arxiv, 2592.5 + 292.8 = 2885.3)."""
+    from greenroute.data.lengths import get_length_model
+
+    return max(
+        lm.mean_prompt_tokens + lm.mean_output_tokens
+        for lm in map(get_length_model, (spec.interactive_lengths, spec.deferrable_lengths))
+    )
+
+
+def check_memory(node_types, tokens_per_request: float) -> dict[tuple[str, int], float]:
+    """MARLIN eq. 1 for each node type ``(gpu, gpus, model, tp, nodes)`` at full concurrency:
+    the resident weights of every instance on the node plus the KV cache of all their slots,
+    each slot holding ``tokens_per_request`` tokens, against the node's pooled GPU memory.
+    Raises ``ConfigError`` naming the node type if one does not fit; returns the headroom
+    (bytes) per ``(gpu, gpus)``."""
+    from greenroute.catalog.hardware import get_llm
+    from greenroute.physics.marlin_model import check_node_memory
+
+    out = {}
+    for gpu, gpus, model, tp, _nodes in node_types:
+        llm = get_llm(model)
+        instances = gpus // tp
+        slots = instances * MARLIN8_SLOTS
+        out[(gpu, gpus)] = check_node_memory(
+            f"marlin8 node type {gpus} x {gpu} ({instances} x {model})",
+            [llm.weight_bytes] * instances,
+            [llm.kv_bytes_per_token] * slots,
+            [tokens_per_request] * slots,
+            gpu,
+            gpus,
+        )
+    return out
 
 
 @register_scenario(
@@ -107,7 +165,10 @@ def marlin8() -> Scenario:
         model_mix=MARLIN8_MODEL_MIX,
         diurnal_flat_share=DIURNAL_FLAT_SHARE,
     )
+    # eq. 1: every node type's weights + a full KV cache fit its pooled memory
+    check_memory(MARLIN8_NODE_TYPES, longest_mean_tokens(spec))
     groups = _marlin_groups()
+    cap_kw = utilisation_cap_kw(groups)
     return Scenario(
         name="marlin8",
         description="MARLIN baseline: 8 DCs x 1000 nodes (2/4/8 x A100/H100), Llama-2-7B "
@@ -122,4 +183,5 @@ def marlin8() -> Scenario:
         epoch_s=900.0,
         fidelity="fluid",
         facility="marlin",
+        constraints=ConstraintSet(power_caps_kw={r: cap_kw for r in regions}),
     )

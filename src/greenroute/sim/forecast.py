@@ -23,6 +23,12 @@ epoch's requests have not arrived yet.
   signals (which are strongly diurnal); demand is the workload's diurnal shape scaled by an
   exponentially weighted ratio of observed to expected rates over the last 8 epochs. (Called
   ``ewma`` before issue 7; it is not a moving average of the signal.)
+- ``marlin-ewma``: MARLIN's workload predictor (seed 001 §5.1, line 1 of Algorithm 1) as MARLIN
+  uses it: demand is the EWMA above with MARLIN's pretrained smoothing and window
+  (:data:`MARLIN_EWMA_ALPHA`, :data:`MARLIN_EWMA_WINDOW_EPOCHS`, fitted by
+  ``python -m greenroute.bench.marlin_predictor``); grid signals are the current measured value
+  (MARLIN's state holds each datacenter's current carbon, water and price, §5.2), as
+  ``persistence``. :func:`marlin_predict` is the predictor itself (about 10 µs per origin).
 - ``noisy``: the truth times a seeded lognormal error that grows with lead time, so users can
   measure how forecast quality costs savings (``--forecast-error 0.1``).
 """
@@ -35,13 +41,20 @@ import numpy as np
 
 from greenroute.core.errors import ConfigError, UnknownNameError
 
-FORECASTERS: tuple[str, ...] = ("perfect", "persistence", "ewma", "blend-yesterday", "noisy")
+FORECASTERS: tuple[str, ...] = (
+    "perfect", "persistence", "ewma", "marlin-ewma", "blend-yesterday", "noisy",
+)  # fmt: skip
 DEFAULT_FORECAST = "perfect"
 # ewma: smoothing factor (weight of the newest value before renormalising) and window t_w; seed
 # 001 section 5.1 uses an EWMA over a window but states neither value: our choice, 8 epochs =
 # 2 h at 15-min epochs, newest value weighted 0.5 (weights 0.5, 0.25, ...).
 EWMA_ALPHA = 0.5
 EWMA_WINDOW_EPOCHS = 8
+# marlin-ewma: seed 001 §5.1 "pretrain[s] the predictor" but states neither alpha nor t_w. Ours
+# are pretrained (grid search, least absolute error of the next epoch's count) on the first 7
+# of 14 days of marlin8's workload: `python -m greenroute.bench.marlin_predictor` prints them.
+MARLIN_EWMA_ALPHA = 0.7
+MARLIN_EWMA_WINDOW_EPOCHS = 4
 # blend-yesterday: weight of the current value against the same epoch one day earlier
 BLEND_NOW_WEIGHT = 0.5
 # blend-yesterday demand: exponential weights (decay per epoch) over this many past epochs for
@@ -61,6 +74,20 @@ def ewma(values: np.ndarray, alpha: float = EWMA_ALPHA) -> np.ndarray:
     v = np.asarray(values, dtype=float)
     w = ewma_weights(v.shape[0], alpha).reshape((-1,) + (1,) * (v.ndim - 1))
     return (w * v).sum(axis=0)
+
+
+def marlin_predict(
+    history: np.ndarray,
+    alpha: float = MARLIN_EWMA_ALPHA,
+    window_epochs: int = MARLIN_EWMA_WINDOW_EPOCHS,
+) -> np.ndarray:
+    """Seed 001 §5.1: next epoch's request count from past epochs ``[I_e-tw, ..., I_e-1]``
+    (``history[n, ...]``, oldest first, e.g. ``[n, O]`` per origin) as the EWMA over the last
+    ``window_epochs`` (= t_w) with smoothing ``alpha``."""
+    h = np.asarray(history, dtype=float)
+    if h.shape[0] == 0:
+        raise ConfigError("the predictor needs at least one past epoch")
+    return ewma(h[-int(window_epochs) :], alpha)
 
 
 @dataclass
@@ -91,7 +118,7 @@ class Forecaster:
             return truth.copy()
         out = np.empty_like(truth, dtype=float)
         out[0] = truth[0]
-        if self.kind == "persistence":
+        if self.kind in ("persistence", "marlin-ewma"):
             out[1:] = truth[0]
         elif self.kind == "ewma":
             lo = max(0, e - int(self.ewma_window) + 1)
@@ -128,6 +155,9 @@ class Forecaster:
         if self.kind == "ewma":
             lo = max(0, e - int(self.ewma_window))
             level = ewma(observed_rps[lo:e], self.ewma_alpha)
+            return np.repeat(level[None], horizon + 1, axis=0)
+        if self.kind == "marlin-ewma":
+            level = marlin_predict(observed_rps[:e])
             return np.repeat(level[None], horizon + 1, axis=0)
         if self.kind == "blend-yesterday":
             lo = max(0, e - BLEND_RATIO_EPOCHS)

@@ -64,7 +64,7 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
     from greenroute.data import lengths, trace_replay
     from greenroute.data import workload as W
     from greenroute.physics.facility import get_facility_model
-    from greenroute.physics.network import latency_matrix_s
+    from greenroute.physics.network import latency_matrix_s, network_preset
     from greenroute.sim.bounds import check_window
 
     notes: list[str] = []
@@ -83,7 +83,10 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
     )
     if not use_real and scenario.real_data:
         notes.append("no --data-dir: grid signals synthesised from the embedded profiles")
-    facility = get_facility_model(scenario.facility)
+    marlin = scenario.facility == "marlin"  # MARLIN's §3 physics (seed 001)
+    facility = get_facility_model(
+        scenario.facility, regions=scenario.regions, **({"cop_d": scenario.cop_d} if marlin else {})
+    )
     factors = facility.factors(
         temp_c=signals.temp_c,
         wetbulb_c=signals.wetbulb_c,
@@ -93,8 +96,9 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
     )
     if scenario.network:
         latency = latency_matrix_s(
-            scenario.origin_coords(data_dir), scenario.region_coords(data_dir)
-        )
+            scenario.origin_coords(data_dir), scenario.region_coords(data_dir),
+            **network_preset(scenario.facility),
+        )  # fmt: skip
     else:
         latency = np.zeros((len(scenario.origins), len(scenario.regions)))
     scenario.constraints.check_feasible(

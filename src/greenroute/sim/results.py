@@ -244,6 +244,10 @@ def finalize_fluid(sim, fl) -> RunResult:
         metrics[f"dropped_{name}"] = float(v)
     _add_common(metrics, sim, busy)
     frame = _epoch_frame(sim, led, fl.dispatched, busy)
+    if sc.facility == "marlin":  # seed 001 eq. 3 and 4 beside the engine's figures
+        from greenroute.sim.marlin_metrics import add_marlin_metrics
+
+        add_marlin_metrics(sim, fl, metrics, frame)
     return _result(sim, metrics, frame, None)
 
 

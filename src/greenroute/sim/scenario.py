@@ -51,6 +51,9 @@ class Scenario:
     slo_kind: str = "ttft"  # "ttft" or "e2e" (seed 002 measures response time)
     constraints: ConstraintSet = field(default_factory=ConstraintSet)
     facility: str = "default"
+    # MARLIN's COP_d per datacenter (seed 001 §3.3), used by the "marlin" facility only;
+    # None: derived from each site's climate (greenroute.physics.marlin_cop)
+    cop_d: tuple[float, ...] | None = None
     horizon: int = 8  # forecast epochs in each observation
     origin_latlon: tuple[tuple[float, float], ...] | None = None  # None: origins are regions
     network: bool = True  # False: zero network latency (single-site load-balancing scenarios)
