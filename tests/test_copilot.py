@@ -323,3 +323,15 @@ def test_llm_phrasing_is_used_only_when_its_numbers_are_the_simulators(run_dir):
     ans = Copilot(run_dir, llm=_EchoBackend(faithful=False), phrase=True).ask(q)
     assert ans.text == template
     assert any("42.7" in n and "not used" in n for n in ans.notes)
+
+
+def test_whatif_demand_scales_every_origins_rates(run_dir):
+    cp = Copilot(run_dir)
+    from greenroute.agent.copilot_whatif import parse_whatif
+
+    p = parse_whatif("What if demand grows 10 %?", cp.ctx)
+    assert (p.kind, p.factor) == ("demand", pytest.approx(1.1))
+    prep = p.apply(cp.ctx)
+    np.testing.assert_allclose(prep.expected_rps, 1.1 * cp.ctx.prep.expected_rps, rtol=1e-12)
+    with pytest.raises(GreenrouteError, match="every origin"):
+        parse_whatif("What if demand in Chile grows 10 %?", cp.ctx)
