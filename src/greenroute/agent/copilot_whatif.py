@@ -70,14 +70,14 @@ class Perturbation:
             lat[:, cols] *= self.factor
             return replace(prep, latency_s=lat, reference_scales=None)
         if self.kind in ("price", "carbon"):
-            from greenroute.physics.facility import get_facility_model
+            from greenroute.sim.prepare import scenario_facility
 
             sig = prep.signals
             key = "price_usd_per_kwh" if self.kind == "price" else "carbon_intensity_g_per_kwh"
             arr = getattr(sig, key).copy()
             arr[:, cols] *= self.factor
             sig = replace(sig, **{key: arr})
-            factors = get_facility_model(prep.scenario.facility).factors(
+            factors = scenario_facility(prep.scenario).factors(
                 temp_c=sig.temp_c, wetbulb_c=sig.wetbulb_c,
                 carbon_intensity_g_per_kwh=sig.carbon_intensity_g_per_kwh,
                 price_usd_per_kwh=sig.price_usd_per_kwh,

@@ -79,9 +79,10 @@ MARLIN8_DEFERRABLE_RPS = 210.0
 
 # §6: "the maximum datacenter utilization rate in an epoch at 95 %". Enforced for every policy
 # as a hard per-datacenter power cap at idle + 0.95 x (peak - idle): the engine turns a cap
-# into usable slots (Simulation.effective_slots), so at most 95 % of each datacenter's slots
-# serve in any epoch (fluid: exactly 95 %; request fidelity: floor(32 x 0.95) = 30 of 32 per
-# instance), and a plan's own power cap can only lower it (the minimum of the two binds).
+# into usable slots per instance, floor(32 x 0.95) = 30 of 32 (93.75 %; Simulation.
+# effective_slots, and the fluid kernel floors the same way), so no datacenter serves with more
+# than 95 % of its slots in any epoch, and a plan's own power cap can only lower it (the
+# minimum of the two binds).
 MARLIN8_UTILISATION_CAP = 0.95
 
 

@@ -63,7 +63,6 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
     """Build the cluster, signals, workload and service model of a scenario."""
     from greenroute.data import lengths, trace_replay
     from greenroute.data import workload as W
-    from greenroute.physics.facility import get_facility_model
     from greenroute.physics.network import latency_matrix_s, network_preset
     from greenroute.sim.bounds import check_window
 
@@ -83,10 +82,7 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
     )
     if not use_real and scenario.real_data:
         notes.append("no --data-dir: grid signals synthesised from the embedded profiles")
-    marlin = scenario.facility == "marlin"  # MARLIN's §3 physics (seed 001)
-    facility = get_facility_model(
-        scenario.facility, regions=scenario.regions, **({"cop_d": scenario.cop_d} if marlin else {})
-    )
+    facility = scenario_facility(scenario)
     factors = facility.factors(
         temp_c=signals.temp_c,
         wetbulb_c=signals.wetbulb_c,
@@ -207,6 +203,17 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
         util_grid=grid,
         wait_curve_s=wait_c,
         slo_miss_curve=miss_c,
+    )
+
+
+def scenario_facility(scenario: Scenario):
+    """The scenario's facility model; under ``marlin`` (seed 001 §3.3) with ``COP_d`` per
+    datacenter: the scenario's ``cop_d``, else each site's climate-derived value."""
+    from greenroute.physics.facility import get_facility_model
+
+    marlin = scenario.facility == "marlin"
+    return get_facility_model(
+        scenario.facility, regions=scenario.regions, **({"cop_d": scenario.cop_d} if marlin else {})
     )
 
 
