@@ -79,6 +79,7 @@ class Explanation:
     chosen: EpochFigures
     alternatives: list[Alternative]
     signals: dict[str, dict[str, float]]  # region -> signal -> value (the observation's)
+    forbidden: list[str] = field(default_factory=list)  # regions a hard rule closed to it
     text: str = ""
     numbers: list[float] = field(default_factory=list)  # every number the text may state
 
@@ -155,7 +156,8 @@ def explain(ctx: RunContext, epoch: int, origin: str, asked: str | None = None) 
         }
         for r, region in enumerate(ctx.regions)
     }  # fmt: skip
-    ex = Explanation(epoch, origin, asked, plan, chosen, alts, signals)
+    forbidden = [reg for r, reg in enumerate(ctx.regions) if not obs.allowed[:, o, r].any()]
+    ex = Explanation(epoch, origin, asked, plan, chosen, alts, signals, forbidden)
     ex.text = render(ex, ctx, obs.weights)
     ex.numbers = numbers_in(ex.text)
     return ex
@@ -224,6 +226,8 @@ def render(ex: Explanation, ctx: RunContext, weights) -> str:
             f"from {label(ex.origin)} {fmt(s['latency_ms'], 'latency_ms')} ms, utilisation "
             f"{fmt(s['util_pct'], 'util_pct')} %."
         )
+    for reg in ex.forbidden:
+        lines.append(f"{label(reg)} was closed to this work at that epoch by a hard rule.")
     n = ex.chosen.interactive_requests
     if not ex.alternatives:
         lines.append("No other region was allowed for this work at that epoch, so there was no "

@@ -43,6 +43,7 @@ class RunContext:
     notes: list[str] = field(default_factory=list)
     _scales: dict | None = None
     _baseline: RunResult | None = None
+    _adopted: bool = False  # re-run with new rules: invalid plans fall back, as in that re-run
 
     # ---------------------------------------------------------------- loading
     @classmethod
@@ -158,7 +159,8 @@ class RunContext:
             forecast=forecast,
             forecast_error=err,
             weights=weights or self.weights,
-            on_invalid=on_invalid or m.get("on_invalid", "raise"),
+            on_invalid=on_invalid
+            or (COUNTERFACTUAL_ON_INVALID if self._adopted else m.get("on_invalid", "raise")),
             objective_scales=self.scales(),
         )
         geo = make_policy(self.policy_name, m.get("policy_options") or None)
@@ -213,6 +215,7 @@ class RunContext:
     def adopt(self, prep: Prepared, weights: ObjectiveWeights, result: RunResult) -> None:
         """Make a re-run with new rules the run this context talks about from now on."""
         self.prep, self.weights, self._baseline = prep, weights, result
+        self._adopted = True
 
     def _check_against_stored(self, res: RunResult) -> None:
         stored = self.stored_metrics()
