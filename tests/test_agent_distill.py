@@ -179,3 +179,20 @@ def test_fewshot_picks_the_most_similar_states() -> None:
     assert [r["id"] for r in pool.select("### INPUT:\n1 2\n", "manager", 0, 2)] == [2, 3]
     shots = with_examples("Q", [row(0, 10, 0)])
     assert shots == row(0, 10, 0)["prompt"] + "r0\n\nQ"
+
+
+def test_teacher_own_actions_win_over_the_plan() -> None:
+    """The RL expert exposes its agents' actions (last_actions): those are recorded."""
+    from greenroute.agent.dataset import decision_rows
+    from greenroute.envs.geo_core import GeoCore
+
+    obs = GeoCore("geo3", 0.25).reset(0)
+    route = np.zeros((2, 3, 3))
+    route[:, np.arange(3), np.arange(3)] = 1.0  # the plan keeps everything local
+    plan = Plan(route=route, hold=np.array([0.5, 0.5, 0.0]))
+    rows = decision_rows(obs, plan, None)
+    assert [r["action"] for r in rows] == [0, 1, 2, DEFER, DEFER, EXECUTE]
+    acts = (np.array([2, 2, 1]), np.array([True, False, False]))
+    rows = decision_rows(obs, plan, None, actions=acts)
+    assert [r["action"] for r in rows] == [2, 2, 1, DEFER, EXECUTE, EXECUTE]
+    assert "DC-1 (DE-LU) -> DC-3, DC-2 (CL-SIC) -> DC-3" in rows[2]["prompt"]

@@ -26,6 +26,11 @@ all of them:
 - Worker of origin ``o``: ``0`` (defer) when the plan holds any of the origin's deferrable
   work (``hold[o] > 0``), else ``1`` (execute).
 
+A teacher that exposes its agents' own actions (the RL expert's ``last_actions``: the Managers'
+destinations and the Workers' defer flags of its last plan) is recorded with those instead:
+the expert's worker may "execute" yet keep part of the work held (its ``headroom`` release),
+which the plan alone would read as a deferral.
+
 **Split.** Time-based: the epochs of the last ``val_frac`` of the run go to ``val.jsonl``,
 the others to ``train.jsonl`` (no decision of a validation epoch is seen in training).
 ``dataset_card.json`` and ``README.md`` describe the dataset (scenario, teacher, seed, counts
@@ -102,15 +107,17 @@ def _r(a, nd: int = 2) -> list[float]:
     return [round(float(x), nd) if math.isfinite(float(x)) else None for x in np.ravel(a)]
 
 
-def decision_rows(obs: Observation, plan: Plan, memory, constraints=None) -> list[dict]:
-    """One epoch's decisions (Managers in origin order, then Workers) as dataset rows."""
+def decision_rows(obs: Observation, plan: Plan, memory, constraints=None,
+                  actions: tuple | None = None) -> list[dict]:  # fmt: skip
+    """One epoch's decisions (Managers in origin order, then Workers) as dataset rows;
+    ``actions``: the teacher's own (destinations [O], defer flags [O]) when it exposes them."""
     rows: list[dict] = []
     decided: list[int] = []
     t = obs.time_utc.isoformat() if obs.time_utc is not None else None
     base = {"epoch": int(obs.epoch), "time_s": float(obs.time_s), "time_utc": t}
     for o in range(obs.n_origins):
         role = Role.manager(o, decided)
-        raw = manager_action_from_plan(plan, obs, o)
+        raw = int(actions[0][o]) if actions else manager_action_from_plan(plan, obs, o)
         a = effective_action(raw, obs, role, constraints)
         prompt = textualize(obs, role, constraints)
         rows.append({**base, "role": "manager", "origin": o, "prompt": prompt,
@@ -121,7 +128,7 @@ def decision_rows(obs: Observation, plan: Plan, memory, constraints=None) -> lis
         decided.append(a)
     for o in range(obs.n_origins):
         role = Role.worker(o, memory)
-        a = worker_action_from_plan(plan, o)
+        a = (DEFER if actions[1][o] else EXECUTE) if actions else worker_action_from_plan(plan, o)
         prompt = textualize(obs, role, constraints)
         rows.append({**base, "role": "worker", "origin": o, "prompt": prompt,
                      "response": render(a, obs, role), "action": a, "teacher_action": a,
@@ -172,7 +179,9 @@ def record_text(
             obs = core.obs
             plan = sim.validated(obs, geo.plan(obs))
             split = "val" if obs.epoch >= first_val else "train"
-            for row in decision_rows(obs, plan, core.memory, getattr(obs, "constraints", None)):
+            acts = getattr(geo, "last_actions", None)
+            rows = decision_rows(obs, plan, core.memory, getattr(obs, "constraints", None), acts)
+            for row in rows:
                 row = {"id": n, "split": split, **row}
                 n += 1
                 counts[(row["role"], split)] += 1
