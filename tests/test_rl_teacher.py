@@ -216,7 +216,7 @@ def test_short_teacher_training_writes_curves_and_manifest(tmp_path):
     opts = {"days": 0.25, "start_days": [0.0, 1.0], "seed_pool": 1}
     hp = {"n_steps": 64, "batch_size": 32, "n_epochs": 1}
     man = train_teacher(tmp_path / "t", manager_steps=256, worker_steps=128, seed=3, n_envs=1,
-                        env_options=opts, hyperparameters=hp)  # fmt: skip
+                        env_options=opts, hyperparameters=hp, keep_best=2)  # fmt: skip
     for stage, steps in (("manager", 256), ("worker", 128)):
         with (tmp_path / "t" / f"{stage}_curves.csv").open() as fh:
             rows = list(csv.DictReader(fh))
@@ -224,6 +224,11 @@ def test_short_teacher_training_writes_curves_and_manifest(tmp_path):
         assert all(np.isfinite(float(r["reward_per_epoch"])) for r in rows)
         assert (tmp_path / "t" / f"{stage}_curves.png").stat().st_size > 0
     mrows = list(csv.DictReader((tmp_path / "t" / "manager_curves.csv").open()))
+    # checkpoint selection: the rollout ending the best 2-rollout mean reward per epoch
+    rew = [float(r["reward_per_epoch"]) for r in mrows]
+    means = [(rew[i - 1] + rew[i]) / 2 for i in range(1, len(rew))]
+    best = 1 + max(range(len(means)), key=lambda i: (means[i], -i))
+    assert man["stages"][0]["selected_timesteps"] == int(mrows[best]["timesteps"])
     assert all(0.0 <= float(r["invalid_share"]) <= 1.0 for r in mrows)
     wrows = list(csv.DictReader((tmp_path / "t" / "worker_curves.csv").open()))
     assert all(0.0 <= float(r["defer_share"]) <= 1.0 for r in wrows)

@@ -27,9 +27,15 @@ _TERM_KEYS = ("carbon", "ref_carbon", "sla_violations", "ref_sla_violations", "a
               "throughput")  # fmt: skip
 
 
-def make_curve_callback(csv_path: str | Path, png_path: str | Path | None = None):
+def make_curve_callback(
+    csv_path: str | Path, png_path: str | Path | None = None, keep_best: int = 0
+):
     """An SB3 callback that appends a row per rollout to ``csv_path`` (rewritten whole at each
-    rollout, so a run stopped early keeps its curve) and draws ``png_path`` at the end."""
+    rollout, so a run stopped early keeps its curve) and draws ``png_path`` at the end.
+
+    ``keep_best=K`` (> 0) keeps a copy of the policy's parameters whenever the mean
+    ``reward_per_epoch`` of the last K rollouts is the best so far (``best_state``,
+    ``best_timesteps``, ``best_reward``): checkpoint selection on the training reward."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     class CurveCallback(BaseCallback):
@@ -38,6 +44,9 @@ def make_curve_callback(csv_path: str | Path, png_path: str | Path | None = None
             self.rows: list[dict] = []
             self._t0 = time.perf_counter()
             self._reset_acc()
+            self.best_state = None
+            self.best_timesteps = None
+            self.best_reward = -np.inf
 
         def _reset_acc(self) -> None:
             self.acc = {k: 0.0 for k in _TERM_KEYS}
@@ -84,6 +93,14 @@ def make_curve_callback(csv_path: str | Path, png_path: str | Path | None = None
             self.rows.append(row)
             write_curves_csv(self.rows, csv_path)
             self._reset_acc()
+            if keep_best and len(self.rows) >= keep_best:
+                recent = np.mean([r["reward_per_epoch"] for r in self.rows[-keep_best:]])
+                if recent > self.best_reward:
+                    import copy
+
+                    self.best_reward = float(recent)
+                    self.best_timesteps = int(self.num_timesteps)
+                    self.best_state = copy.deepcopy(self.model.policy.state_dict())
 
         def _on_training_end(self) -> None:
             write_curves_csv(self.rows, csv_path)

@@ -17,11 +17,14 @@ What the teacher changes against the paper's setting (each an environment option
   ``invalid_penalty`` 0.1 per masked pick during training;
 - ``reward="relative"``: eq. 1 minus local-only's eq. 1 at the same epoch (variance reduction,
   same optimal policy);
-- weights: ``sla_violations`` 1.0 (seed 000 gives no values; one % of an epoch's requests
-  missing its SLO then costs as much as the epoch's whole carbon, so the expert never buys
-  carbon with SLO misses) and ``aging`` 0.01 (the aging term grows with the held stock, so its
-  cost grows with the square of the holding time: at 0.05 a 4-hour hold of deferrable work
-  costs more than the carbon it can save, and the worker learns never to defer);
+- weights: ``sla_violations`` 1.0 instead of 0.3 (seed 000 gives no values; one % of an
+  epoch's requests missing its SLO then costs as much as the epoch's whole carbon, so the
+  expert never buys carbon with SLO misses); ``aging`` stays 0.05 (at 0.01 the worker drifted
+  to deferring 90 % of the time, pools of 17 epochs of work and forced releases at deadlines
+  that cost more carbon than local-only);
+- checkpoint selection: each stage keeps the parameters with the best mean reward per epoch
+  over 5 consecutive rollouts (``selected_timesteps`` in the manifest), since the worker's
+  reward can drift down late in training;
 - ``release="headroom"`` (worker): *execute* releases the deferred pool at the rate the
   destination absorbs instead of all at once (``policies/rl/masks.release_holds``);
 - ``start_days``: a curriculum over July (episodes start on days 0, 6, 12, 18 or 23), with
@@ -44,8 +47,9 @@ TEACHER_DEFAULTS = {
     "start_days": [0.0, 6.0, 12.0, 18.0, 23.0],
     "seed_pool": 2,
     "reward": "relative",
-    "reward_weights": {"sla_violations": 1.0, "aging": 0.01},
+    "reward_weights": {"sla_violations": 1.0},
 }
+KEEP_BEST = 5  # checkpoint selection: best mean reward per epoch over 5 rollouts
 MANAGER_DEFAULTS = {"mask": True, "invalid_penalty": 0.1}
 WORKER_DEFAULTS = {"release": "headroom"}
 
@@ -91,12 +95,19 @@ def train_teacher(
     n_envs: int = 2,
     env_options: dict | None = None,
     hyperparameters: dict | None = None,
+    keep_best: int = KEEP_BEST,
+    manager: str | Path | None = None,
     progress=None,
 ) -> dict:
     """Train manager then worker under ``out``; returns the manifest (also ``manifest.json``).
-    ``worker_steps=0`` stops after the manager (the teacher is then ``rl:OUT/manager.zip``)."""
+    ``worker_steps=0`` stops after the manager (the teacher is then ``rl:OUT/manager.zip``);
+    ``manager=PATH`` skips the first stage and trains the worker under that saved manager."""
     from greenroute.bench.rl_train import train
 
+    if manager is not None and not Path(manager).is_file():
+        raise ConfigError(f"--manager {manager}: no such model file")
+    if manager is not None and worker_steps < 1:
+        raise ConfigError("--manager trains only the worker: give --worker-steps >= 1")
     if manager_steps < 1 or worker_steps < 0:
         raise ConfigError(
             f"--manager-steps must be >= 1 and --worker-steps >= 0, got {manager_steps}, "
@@ -124,18 +135,23 @@ def train_teacher(
     }
     t0 = time.perf_counter()
     stages = [("manager", "greenroute/GeoManager-v0", manager_steps, manager_opts)]
+    if manager is not None:
+        stages = []
+        manifest["given_manager"] = {"model": str(manager), "sha256": _sha256(Path(manager))}
     if worker_steps:
-        worker_opts["manager"] = str(out / "manager.zip")
+        worker_opts["manager"] = str(manager or out / "manager.zip")
         stages.append(("worker", "greenroute/GeoWorker-v0", worker_steps, worker_opts))
     for name, env_id, steps, opts in stages:
         model = out / f"{name}.zip"
         report = None if progress is None else (lambda d, t, n=name: progress(n, d, t))
         meta = train(env_id, "ppo", steps, seed, model, env_options=opts,
                      hyperparameters=hyperparameters, n_envs=n_envs,
-                     curves=out / f"{name}_curves", progress=report)  # fmt: skip
+                     curves=out / f"{name}_curves", progress=report,
+                     keep_best=keep_best)  # fmt: skip
         manifest["stages"].append({
             "name": name, "env_id": env_id, "steps": int(steps), "env_options": opts,
             "hyperparameters": meta["hyperparameters"], "wall_s": round(meta["wall_s"], 1),
+            "selected_timesteps": meta["selected_timesteps"],
             "model": str(model), "sha256": _sha256(model),
             "curves": [str(out / f"{name}_curves.csv"), str(out / f"{name}_curves.png")],
         })  # fmt: skip

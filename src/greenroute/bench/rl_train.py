@@ -61,12 +61,15 @@ def train(
     progress: Callable[[int, int], None] | None = None,
     n_envs: int = 1,
     curves: str | Path | None = None,
+    keep_best: int = 0,
 ) -> dict:
     """Train and save; returns the metadata written into the model zip.
 
     ``n_envs`` environments run in parallel processes (each seeded ``seed + i`` by SB3, so a
     run is reproducible for a given seed and ``n_envs``); ``curves`` (a path stem) writes the
-    learning curves to ``STEM.csv`` and ``STEM.png`` (:mod:`greenroute.bench.rl_curves`)."""
+    learning curves to ``STEM.csv`` and ``STEM.png`` (:mod:`greenroute.bench.rl_curves`);
+    ``keep_best=K`` (needs ``curves``) saves the parameters of the rollout with the best mean
+    reward per epoch over the last K rollouts instead of the last ones."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     from greenroute.policies.rl.algos import algo_class, default_hyperparameters
@@ -120,10 +123,19 @@ def train(
         from greenroute.bench.rl_curves import make_curve_callback
 
         stem = Path(curves)
-        callbacks.append(make_curve_callback(stem.with_suffix(".csv"), stem.with_suffix(".png")))
+        curve_cb = make_curve_callback(
+            stem.with_suffix(".csv"), stem.with_suffix(".png"), keep_best=keep_best
+        )
+        callbacks.append(curve_cb)
+    elif keep_best:
+        raise ConfigError("keep_best needs curves (it selects on the learning curve)")
     t0 = time.perf_counter()
     model.learn(total_timesteps=steps, callback=callbacks, tb_log_name=f"{algo}-{seed}")
     wall = time.perf_counter() - t0
+    selected = int(model.num_timesteps)
+    if keep_best and curve_cb.best_state is not None:
+        model.policy.load_state_dict(curve_cb.best_state)
+        selected = curve_cb.best_timesteps
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp.zip")
     model.save(str(tmp))
@@ -135,6 +147,7 @@ def train(
         "steps": int(steps),
         "seed": int(seed),
         "n_envs": int(n_envs),
+        "selected_timesteps": selected,
         "wall_s": wall,
         "hyperparameters": {k: v for k, v in kw.items()},
         "observation_shape": list(env.observation_space.shape or []),

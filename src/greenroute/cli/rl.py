@@ -157,6 +157,9 @@ def train_teacher(
     hp: Annotated[
         list[str] | None, typer.Option(help="hyperparameter override KEY=VALUE (repeatable)")
     ] = None,
+    manager: Annotated[
+        Path | None, typer.Option(help="train only the worker, under this saved manager")
+    ] = None,
 ) -> None:
     """Train seed 000's hierarchical expert (masked manager, then worker) with learning curves
     and a manifest; the teacher is rl:OUT/worker.zip."""
@@ -170,13 +173,16 @@ def train_teacher(
         print_note(EMBEDDED_DATA_NOTE)
     progress = steps_progress("teacher", "steps")
     with progress:
-        tasks = {"manager": progress.add_task("manager", total=manager_steps)}
+        tasks = {}
+        if manager is None:
+            tasks["manager"] = progress.add_task("manager", total=manager_steps)
         if worker_steps:
             tasks["worker"] = progress.add_task("worker", total=worker_steps)
         manifest = _train_teacher(
             out, scenario=scenario, data_dir=None if data_dir is None else str(data_dir),
             manager_steps=manager_steps, worker_steps=worker_steps, seed=seed, n_envs=n_envs,
             env_options=parse_overrides(env_option), hyperparameters=parse_overrides(hp),
+            manager=manager,
             progress=lambda name, done, total: progress.update(tasks[name], completed=done),
         )  # fmt: skip
     out_console.print(
