@@ -18,7 +18,9 @@ Two presets (:data:`FACILITY_PRESETS`):
 ``"marlin"`` (seed 001, Moore et al., MARLIN §3.3-3.5, equations cited inline)
     ``E_cool = 3 x E_IT / COP_d``; ``E_infra = 0.13 x E_IT``; eq. 6-10 as written, with the
     defaults for what the paper leaves open (``COP_d``, ``φ``, ``EI_pot``, ``EI_waste``,
-    ``H_cool``) documented on :class:`MarlinFacility`.
+    ``H_cool``) documented on :class:`MarlinFacility`. ``COP_d`` is one value per datacenter
+    when the regions are given (:func:`get_facility_model`): the scenario's ``cop_d``, else
+    each site's climate-derived value (:mod:`greenroute.physics.marlin_cop`).
 
 Signals: ``temp_c`` (dry bulb), ``wetbulb_c``, ``carbon_intensity_g_per_kwh`` (grid carbon
 intensity, gCO2e/kWh), ``price_usd_per_kwh``, ``ewif_l_per_kwh`` (grid water intensity, L/kWh).

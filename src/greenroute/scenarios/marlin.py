@@ -1,8 +1,11 @@
 """``marlin8`` (seed 001, section 6): MARLIN's baseline experiment.
 
 8 datacenters, 24 h, 15-min epochs, 1000 nodes per datacenter across 6 uniformly distributed
-node types (2/4/8 x A100/H100), Llama-7B and Llama-70B, MARLIN's facility physics (§3),
-requests originating uniformly across regions.
+node types (2/4/8 x A100/H100), Llama-7B and Llama-70B, MARLIN's facility physics (§3:
+COP_d per site from its climate, eq. 2 network in plain form), requests originating uniformly
+across regions, the §6 cap of 95 % utilisation per datacenter and epoch enforced for every
+policy (a hard power cap), and eq. 1 (weights + KV <= pooled node memory) checked for every
+node type when the scenario is built.
 """
 
 from __future__ import annotations
