@@ -185,8 +185,9 @@ def evaluate(parser: LLMRuleParser, table: Path, limit: int | None = None, strid
             invalid += 1
             del err
         exact += ok
+        said = "" if ok else f" -> {parser.last_text[:100]!r}"
         log(f"[{i + 1}/{len(rows)}] {'OK ' if ok else 'BAD'} {text[:70]!r}"
-            + ("" if got is not None else " (no valid rules)"))  # fmt: skip
+            + ("" if got is not None else " (no valid rules)") + said, flush=True)  # fmt: skip
     wall = time.perf_counter() - t0
     n = len(rows)
     return {"commands": n, "exact": exact, "accuracy_pct": 100.0 * exact / n if n else 0.0,

@@ -122,27 +122,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     b, m = base.metrics, out.after.metrics
     print(f"\nTable 2, geo3, {a.days:g} days, seed {a.seed}, {a.policy} "
           f"({'real data' if a.data_dir else 'embedded signals'}); this machine:")  # fmt: skip
-    head = (f"{'controller':<34} {'adaptation':<20} {'time':>16} {'energy cost $':>14} "
+    head = (f"{'controller':<38} {'adaptation':<20} {'time':>16} {'energy cost $':>14} "
             f"{'carbon kg':>11} {'SLO viol. %':>11}")  # fmt: skip
     print(head)
     print("-" * len(head))
     print(
-        f"{a.policy + ' (default goal)':<34} {'N/A':<20} {'N/A':>16} "
+        f"{a.policy + ' (default goal)':<38} {'N/A':<20} {'N/A':>16} "
         f"{b['cost_usd']:>14,.0f} {b['carbon_kg']:>11,.0f} {b['slo_violation_pct']:>11.3f}"
     )
     adapt = f"{out.adapt_s:.2f} s"
     print(
-        f"{a.policy + ' via copilot (adapted)':<34} {'natural language':<20} {adapt:>16} "
+        f"{a.policy + ' via copilot (adapted)':<38} {'natural language':<20} {adapt:>16} "
         f"{m['cost_usd']:>14,.0f} {m['carbon_kg']:>11,.0f} {m['slo_violation_pct']:>11.3f}"
     )
     g = goal.after.metrics
-    print(f"{a.policy + ' cost goal only (no exclusion)':<34} {'natural language':<20} "
+    print(f"{a.policy + ' cost goal only (no exclusion)':<38} {'natural language':<20} "
           f"{f'{goal.adapt_s:.2f} s':>16} {g['cost_usd']:>14,.0f} {g['carbon_kg']:>11,.0f} "
           f"{g['slo_violation_pct']:>11.3f}")  # fmt: skip
     if retrain is not None:
         est = f"~{retrain['full_estimate_h']:.1f} CPU h (est.)"
         print(
-            f"{'RL expert (retrained)':<34} {'full retraining':<20} {est:>16} "
+            f"{'RL expert (retrained)':<38} {'full retraining':<20} {est:>16} "
             f"{'-':>14} {'-':>11} {'-':>11}"
         )
     print(f"\nadaptation: parse {out.parse_s:.3f} s + new scenario and first validated plan "
