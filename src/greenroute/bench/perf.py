@@ -288,7 +288,7 @@ def main() -> None:
     data = _default_data_dir()
     figures["sweep"] = _unpinned("greenroute.bench.perf_sweep")
     figures["partition"] = _unpinned(
-        "greenroute.bench.partition_ray", "--scenario", "geo10", "--days", "0.1",
+        "greenroute.bench.partition_ray", "--scenario", "geo10", "--days", "0.02",
         *(["--data-dir", str(data)] if data else []),
     )  # fmt: skip
     if args.json:
@@ -339,8 +339,8 @@ def main() -> None:
          f"{p['workers']} Ray workers (metrics equal: {p['metrics_equal']})",
          f"{p['single_s']:.1f} s one process, {p['partitioned_s']:.1f} s partitioned "
          f"(x{p['speedup']:.2f})", "identical metrics"),
-        ("projected geo10, 31 days, request level: one process / 64 cores (Amdahl from the "
-         "2-worker speed-up, one block per region)",
+        ("projected geo10, 31 days, request level: one process / 64 cores (the blocks' kernel "
+         "CPU time over one block per region, the rest serial)",
          f"{p['projected_31d_single_s'] / 60:.0f} min / "
          + (f"{p['projected_31d_64_cores_s'] / 60:.0f} min" if p["projected_31d_64_cores_s"]
             else "n/a"), ""),

@@ -206,10 +206,10 @@ def iteration_epoch(
             res_k = n_k / lam_k if lam_k > 0 else 0.0
             gap_k = 1.0 - math.sqrt(min(rho_k, 0.999999))
             tau_k = (1.0 + scv) * res_k / s / (ODONI_ROTH * gap_k * gap_k)
-            frac = 1.0 - tau_k / period * (1.0 - math.exp(-period / tau_k)) if tau_k > 0 else 1.0
-            f_sum += p * frac
-            pw_sum += p * frac * pw_k
-            pwc_sum += p * frac * pw_k * cond_k
+            relax = 1.0 - tau_k / period * (1.0 - math.exp(-period / tau_k)) if tau_k > 0 else 1.0
+            f_sum += p * relax
+            pw_sum += p * relax * pw_k
+            pwc_sum += p * relax * pw_k * cond_k
         lam[g] = base
         pw[g] = pw_sum / f_sum
         cond[g] = (pwc_sum / f_sum) / pw[g] if pw[g] > 0 else 0.0

@@ -22,6 +22,7 @@ error.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -96,6 +97,7 @@ class RegionPartitionWorker:
         """Update the per-server config (power caps change it), place the block's arrivals
         and run its servers to ``t_end``; returns the servers chosen, the completion log and
         the mirrored per-server arrays."""
+        t0 = time.process_time()
         b, cfg, st = self.block, self.cfg, self.st
         changed = False
         for k in ("server_type", "server_model", "max_running"):
@@ -115,7 +117,8 @@ class RegionPartitionWorker:
         log["server"] = np.where(log["server"] >= 0, log["server"] + b.s0, log["server"])
         state = {k: getattr(st, k).copy() for k in MIRRORED}
         state["tbt_hist"] = st.tbt_hist.copy()
-        return {"out": np.where(out >= 0, out + b.s0, out), "log": log, "state": state}
+        out = np.where(out >= 0, out + b.s0, out)
+        return {"out": out, "log": log, "state": state, "cpu_s": time.process_time() - t0}
 
 
 class PartitionExecutor(Protocol):
@@ -161,6 +164,7 @@ class PartitionedKernel:
         n_parts = getattr(executor, "n_parts", 1)
         self.blocks = split_regions(region_start, n_parts)
         self.executor = executor
+        self.worker_cpu_s = np.zeros(len(self.blocks))  # CPU seconds of each block's steps
         executor.start(cfg, self.blocks, np.asarray(region_start), np.asarray(lp_codes))
 
     def run_epoch(
@@ -198,6 +202,7 @@ class PartitionedKernel:
             for name in MIRRORED:
                 getattr(st, name)[b.s0 : b.s1] = res["state"][name]
             hist += res["state"]["tbt_hist"]
+        self.worker_cpu_s += [res["cpu_s"] for res in results]
         st.tbt_hist[:] = hist
         log = {key: np.concatenate([lg[key] for lg in logs]) for key in logs[0]}
         return out, log
