@@ -335,3 +335,27 @@ def test_whatif_demand_scales_every_origins_rates(run_dir):
     np.testing.assert_allclose(prep.expected_rps, 1.1 * cp.ctx.prep.expected_rps, rtol=1e-12)
     with pytest.raises(GreenrouteError, match="every origin"):
         parse_whatif("What if demand in Chile grows 10 %?", cp.ctx)
+
+
+@pytest.mark.parametrize(
+    "question, kind, regions, factor",
+    [
+        ("What if prices go down 20%?", "price", (DE, CL, CAL), 0.8),
+        ("What if electricity gets 10 percent cheaper in Chile?", "price", (CL,), 0.9),
+        ("What if latency to Chile is 3 times higher?", "latency", (CL,), 3.0),
+        ("what if chile's latency halves", "latency", (CL,), 0.5),
+        ("What if carbon intensity in California drops by 50 %?", "carbon", (CAL,), 0.5),
+        ("What if Germany goes down?", "outage", (DE,), 1.0),
+    ],
+)
+def test_whatif_phrasings(run_dir, question, kind, regions, factor):
+    from greenroute.agent.copilot_run import RunContext
+    from greenroute.agent.copilot_whatif import parse_whatif
+
+    ctx = _CTX.get(run_dir) or _CTX.setdefault(run_dir, RunContext.load(run_dir))
+    p = parse_whatif(question, ctx)
+    assert (p.kind, p.regions) == (kind, regions)
+    assert p.factor == pytest.approx(factor, rel=1e-12)
+
+
+_CTX: dict = {}

@@ -41,10 +41,20 @@ class PlaceMention:
     before: str  # the word before it (lower case), "" at the start
 
 
-def read_tokens(text: str, regions: Sequence[str], origins: Sequence[str]) -> list[Token]:
+def read_tokens(
+    text: str, regions: Sequence[str], origins: Sequence[str], keep: Iterable[str] = ()
+) -> list[Token]:
+    """Tokens with places matched; typos corrected except in ``keep`` (the caller's own
+    vocabulary, which the rules lexicon does not hold: "halves", "cheaper", ...)."""
     ids = tuple(regions) + tuple(origins)
     tokens = tokenize(text, frozenset(r.lower() for r in ids))
+    keep = frozenset(keep)
+    own = [t for t in tokens if t.kind == "word" and t.low in keep]
+    for t in own:
+        t.kind = "own"
     fix_typos(tokens)
+    for t in own:
+        t.kind = "word"
     return match_places(tokens, Reader(regions, origins).places)
 
 

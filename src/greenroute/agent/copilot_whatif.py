@@ -45,10 +45,12 @@ _KIND_WORDS = {
                "maintenance", "unreachable", "lost", "out"},
     "demand": {"demand", "traffic", "load", "requests", "workload", "usage"},
 }  # fmt: skip
-_UP = {"rise", "rises", "increase", "increases", "grow", "grows", "up", "higher", "more",
-       "jump", "jumps", "climb", "climbs", "goes", "go", "rose", "increased", "grew"}  # fmt: skip
-_DOWN = {"fall", "falls", "drop", "drops", "decrease", "decreases", "lower", "less", "cut",
-         "fell", "dropped", "decreased", "shrink", "shrinks"}  # fmt: skip
+_UP = {"dearer", "pricier", "costlier", "dirtier", "slower", "worse", "rise", "rises",
+       "increase", "increases", "grow", "grows", "up", "higher", "more", "jump", "jumps",
+       "climb", "climbs", "goes", "go", "rose", "increased", "grew"}  # fmt: skip
+_DOWN = {"cheaper", "cleaner", "faster", "better", "fall", "falls", "drop", "drops", "down",
+         "decrease", "decreases", "lower", "less", "cut", "fell", "dropped", "decreased",
+         "shrink", "shrinks"}  # fmt: skip
 _WORD_FACTORS = {"double": 2.0, "doubles": 2.0, "doubled": 2.0, "triple": 3.0, "triples": 3.0,
                  "tripled": 3.0, "quadruple": 4.0, "quadruples": 4.0, "halve": 0.5,
                  "halves": 0.5, "halved": 0.5, "half": 0.5}  # fmt: skip
@@ -111,7 +113,8 @@ def _scaled_demand(ctx: RunContext, factor: float) -> Prepared:
 def parse_whatif(question: str, ctx: RunContext) -> Perturbation:
     """The perturbation a what-if question asks for (a clear error when none is readable)."""
     body = _strip_lead(question)
-    toks = read_tokens(body, ctx.regions, ctx.origins)
+    vocab = set().union(*_KIND_WORDS.values(), _UP, _DOWN, _WORD_FACTORS, ("times", "fold"))
+    toks = read_tokens(body, ctx.regions, ctx.origins, keep=vocab)
     words = {t.low for t in toks if t.kind == "word"}
     kinds = [k for k in KINDS if words & _KIND_WORDS[k]]
     if "carbon" in kinds and "price" in kinds and "cost" in words and "carbon" in words:
@@ -184,7 +187,7 @@ def _factor(toks) -> float | None:
         if t.kind == "word" and t.low in _WORD_FACTORS:
             return _WORD_FACTORS[t.low]
         if t.kind == "pct":
-            ctx_words = {x.low for x in toks[max(0, i - 4) : i + 1] if x.kind == "word"}
+            ctx_words = {x.low for x in toks[max(0, i - 4) : i + 3] if x.kind == "word"}
             if ctx_words & _DOWN:
                 return 1.0 - t.value
             return 1.0 + t.value
