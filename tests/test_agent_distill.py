@@ -130,7 +130,8 @@ def test_pipeline_record_distill_load_decide(dataset: Path, tiny: Path, tmp_path
 
     out = tmp_path / "agent"
     lora = LoraSettings(max_steps=1, max_prompt_tokens=160)
-    card = distill(dataset, out, base=str(tiny), method="lora", lora=lora, max_val_rows=4)
+    card = distill(dataset, out, base=str(tiny), method="lora+fewshot", k=1, lora=lora,
+                   max_val_rows=4, eval_rows=3)  # fmt: skip
     for role in ("manager", "worker"):
         st = card["per_role"][role]
         assert st["steps"] == 1 and st["train_rows"] == 231
@@ -144,7 +145,12 @@ def test_pipeline_record_distill_load_decide(dataset: Path, tiny: Path, tmp_path
         assert sorted(cfg["target_modules"]) == ["k_proj", "o_proj", "q_proj", "v_proj"]
     files = [f for f in (out / "adapters").rglob("*") if f.is_file()]
     assert card["adapter_bytes"] == sum(f.stat().st_size for f in files)
-    assert json.loads((out / "agent.json").read_text())["method"] == "lora"
+    meta = json.loads((out / "agent.json").read_text())
+    assert (meta["method"], meta["k"], meta["roles"]) == ("lora+fewshot", 1, ["manager", "worker"])
+    assert len(load_rows(out, "fewshot_pool")) == 2 * 231  # every training row of both roles
+    for role in ("manager", "worker"):
+        agr = card["agreement"][role]
+        assert agr["rows"] == 3 and agr["agreement"] in (0.0, 1 / 3, 2 / 3, 1.0)
 
     res = greenroute.run("geo3", f"llm:{out}", days=0.25, fidelity="fluid")
     summ = res.extras["policy_summary"]
