@@ -76,9 +76,9 @@ def _versions() -> dict:
     import stable_baselines3
     import torch
 
-    import greenroute
+    from greenroute.core.version import __version__
 
-    return {"greenroute": getattr(greenroute, "__version__", "?"),
+    return {"greenroute": __version__,
             "python": platform.python_version(), "torch": torch.__version__,
             "stable_baselines3": stable_baselines3.__version__,
             "gymnasium": gymnasium.__version__}  # fmt: skip
