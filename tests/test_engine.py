@@ -145,8 +145,16 @@ def test_carbon_threshold_defers_within_deadlines():
 
 
 def test_marlin_facility_preset_runs_and_differs():
+    from greenroute.physics.marlin_cop import sites_cop_d
+
     a = greenroute.run("demo", "local-only", days=0.1).metrics
-    b = greenroute.run("demo", "local-only", days=0.1, facility="marlin").metrics
+    res = greenroute.run("demo", "local-only", days=0.1, facility="marlin")
+    b = res.metrics
     assert b["it_energy_kwh"] == pytest.approx(a["it_energy_kwh"])
-    # MARLIN: total = IT (1 + 3/COP_d + 0.13), COP_d = 4.728 by default
-    assert b["energy_kwh"] == pytest.approx(a["it_energy_kwh"] * (1 + 3 / 4.728 + 0.13), rel=1e-6)
+    # MARLIN: total = IT (1 + 3/COP_d + 0.13), COP_d per datacenter from its climate
+    ep = res.epochs
+    regions = list(dict.fromkeys(ep.region))
+    cop = dict(zip(regions, sites_cop_d(regions), strict=True))
+    expected = (ep.it_energy_kwh * (1 + 3 / ep.region.map(cop) + 0.13)).sum()
+    assert len(set(cop.values())) == 3  # the three sites' climates differ
+    assert b["energy_kwh"] == pytest.approx(expected, rel=1e-6)

@@ -74,7 +74,11 @@ def test_readme_greenroute_command_parses(cmd):
     args = _greenroute_args(cmd)
     group = typer.main.get_command(app)
     assert args[0] in group.commands, f"unknown command {args[0]!r}"
-    ctx = group.commands[args[0]].make_context(args[0], args[1:])
+    name, command, rest = args[0], group.commands[args[0]], args[1:]
+    while hasattr(command, "commands"):  # a command group: descend into its subcommand
+        assert rest and rest[0] in command.commands, f"{name}: unknown subcommand in {rest}"
+        name, command, rest = rest[0], command.commands[rest[0]], rest[1:]
+    ctx = command.make_context(name, rest)
     assert ctx.params  # parsed into the command's parameters
 
 
