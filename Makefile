@@ -18,7 +18,7 @@ install: $(STAMP)
 
 # Debian packages the tests use: Chromium (the report is opened in a headless browser).
 # Installed only when missing; needs root or passwordless sudo.
-DEBIAN_PACKAGES := chromium
+DEBIAN_PACKAGES := chromium redis-server
 debian-deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -20,6 +20,7 @@ from greenroute.constraints import ConstraintSet
 from greenroute.core.errors import ConfigError
 from greenroute.core.types import ObjectiveWeights
 from greenroute.serve.security import ClientKey
+from greenroute.serve.shared_state import SharedConfig, shared_section
 
 W_PER_KW = 1000.0
 DEFAULT_GPU = "h100-80gb"
@@ -127,6 +128,7 @@ class GatewayConfig:
     seed: int = 0
     default_deadline_s: float = 3600.0  # deferrable requests without a deadline header
     max_deadline_s: float = 86400.0  # longest deadline a client may ask for
+    shared: SharedConfig | None = None  # state shared by replicas (Redis); None: in process
 
     @property
     def region_names(self) -> tuple[str, ...]:
@@ -160,7 +162,8 @@ class GatewayConfig:
 
 TOP_KEYS = ("listen", "epoch_s", "horizon_epochs", "ttft_slo_s", "policy", "weights",
             "facility", "regions", "origins", "default_origin", "constraints", "signals",
-            "upstream", "auth", "limits", "decision_log", "seed", "deferrable")  # fmt: skip
+            "upstream", "auth", "limits", "decision_log", "seed", "deferrable",
+            "shared")  # fmt: skip
 
 
 def load_config(path: str | Path, data_dir: Path | None = None) -> GatewayConfig:
@@ -235,6 +238,7 @@ def parse_config(raw: Any, source: str = "<config>", base_dir: Path | None = Non
                        hi=max_dl)  # fmt: skip
     dlog = ck.mapping(top.get("decision_log"), "decision_log", ("path",))
     dlog_path = ck.string(dlog, "path", "decision_log") if "path" in dlog else None
+    shared = shared_section(ck, top.get("shared"))
     cfg = None
     if not ck.problems:
         cfg = GatewayConfig(
@@ -245,7 +249,7 @@ def parse_config(raw: Any, source: str = "<config>", base_dir: Path | None = Non
             auth_required=required, max_body_bytes=int(max_body),
             decision_log=(base / dlog_path) if dlog_path else None,
             horizon_epochs=int(horizon), seed=int(seed), default_deadline_s=def_dl,
-            max_deadline_s=max_dl,
+            max_deadline_s=max_dl, shared=shared,
         )  # fmt: skip
         check_feasible(ck, cfg)
     if ck.problems:

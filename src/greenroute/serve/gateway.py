@@ -18,7 +18,9 @@ from greenroute.serve.errors import bad_request, rate_limited, unauthorized
 from greenroute.serve.metrics import GatewayMetrics
 from greenroute.serve.planner import Planner, PlanState
 from greenroute.serve.router import Router
-from greenroute.serve.security import ClientKey, KeyStore, RateLimiter
+from greenroute.serve.security import ClientKey, KeyStore
+from greenroute.serve.shared_plan import PlanCoordinator
+from greenroute.serve.shared_state import make_shared_state
 from greenroute.serve.signals import SignalHub, build_provider
 from greenroute.serve.upstreams import UpstreamPool
 
@@ -46,14 +48,19 @@ class Gateway:
         self.planner.pending_source = self.deferrals.summary
         self.log = DecisionLog(cfg.decision_log)
         self.keys = KeyStore(cfg.keys)
-        self.limiter = RateLimiter()
+        # rate limits, ejections and the plan: in process, or shared through Redis
+        self.shared = make_shared_state(cfg.shared, cfg.epoch_s, self._on_shared_error)
+        self.limiter = getattr(self.shared, "limiter", None)  # in-process only
+        self.coord = PlanCoordinator(self.planner, self.pool, self.shared, cfg.geo_policy,
+                                     cfg.epoch_s, clock)  # fmt: skip
+        self.coord.apply = self.replan
         self.origin_by_header = {o.header_value: i for i, o in enumerate(cfg.origins)}
         self.origin_index = {o: i for i, o in enumerate(cfg.origin_names)}
         self.client = None  # httpx.AsyncClient, opened in start()
         self._tasks: list[asyncio.Task] = []
         for up in self.pool.upstreams:
             self.metrics.healthy.labels(cfg.region_names[up.region], up.name).set(1)
-        self.replan()  # a plan before the first request (raises if no signal for a region)
+        self.replan(self.coord.initial())  # a plan before the first request
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -66,6 +73,10 @@ class Gateway:
         self.client = httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False)
         self._tasks = [asyncio.create_task(self._epoch_loop()),
                        asyncio.create_task(self.pool.health_loop(self.client))]  # fmt: skip
+        if self.shared.distributed:
+            epoch = lambda: self.router.state.epoch if self.router.state else None  # noqa: E731
+            sync = self.coord.sync_loop(epoch, self.cfg.shared.sync_interval_s)
+            self._tasks.append(asyncio.create_task(sync))
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -77,6 +88,7 @@ class Gateway:
         if self.client is not None:
             await self.client.aclose()
         self.log.close()
+        self.shared.close()  # a leader lets go of its lock
 
     async def _epoch_loop(self) -> None:
         epoch_s = self.cfg.epoch_s
@@ -86,12 +98,14 @@ class Gateway:
             # the policy (an LP may take a while) and signal fetches run off the event loop;
             # they only read the live state
             try:
-                state = await asyncio.to_thread(self.planner.replan)
+                state = await self.coord.step(self.router.state.epoch if self.router.state
+                                              else None)  # fmt: skip
             except Exception as err:  # keep the last plan; say why in the metrics and log
                 self.metrics.fallbacks.labels(f"replan-failed-{type(err).__name__}").inc()
                 LOG.exception("replanning failed; the previous plan stays in force")
                 continue
-            self.replan(state)
+            if state is not None:  # None: a follower waits for the leader
+                self.replan(state)
 
     def replan(self, state: PlanState | None = None) -> PlanState:
         """A new plan (or ``state``, computed elsewhere) put in force."""
@@ -115,6 +129,10 @@ class Gateway:
             LOG.warning("upstream %s (%s) re-admitted by a health check", up.name, region)
         self.metrics.healthy.labels(region, up.name).set(0 if ejected else 1)
         self.metrics.fallbacks.labels("ejection" if ejected else "readmission").inc()
+        self.shared.set_ejected(up.name, ejected)  # the other replicas follow
+
+    def _on_shared_error(self, kind: str) -> None:
+        self.metrics.fallbacks.labels(f"shared-{kind}-failed").inc()
 
     def _on_release(self) -> None:
         while self._waiters:  # wake the oldest request waiting for a slot
@@ -158,7 +176,7 @@ class Gateway:
     def check_rate(self, key: ClientKey | None) -> None:
         if key is None:
             return
-        wait = self.limiter.check(key)
+        wait = self.shared.take_token(key)
         if wait > 0:
             raise rate_limited(wait)
 
