@@ -266,3 +266,37 @@ def test_one_replica_plans_and_both_route_by_its_plan_then_failover(servers, red
            "B's plan to be published")  # fmt: skip
     _until(lambda: gw_b.router.state.plan.route[0, eu].tolist() == [0.0, 1.0], "B's plan")
     r.close()
+
+
+def test_leader_plans_from_the_fleet_arrivals_and_followers_adopt(redis_url):
+    """Driven by hand (no server, no loops) on a fake clock: which replica plans each epoch, and
+    from whose demand."""
+    from greenroute.serve.gateway import Gateway
+
+    epoch_s = 60.0
+    now = [1000 * epoch_s + 1.0]
+    raw = gateway_dict({"DE-LU": ["http://127.0.0.1:1"], "GB": ["http://127.0.0.1:2"]},
+                       shared=_shared(redis_url), epoch_s=epoch_s)  # fmt: skip
+    cfg = parse_config(raw)
+    a, b = Gateway(cfg, clock=lambda: now[0]), Gateway(cfg, clock=lambda: now[0])
+    plans_a, plans_b = _count_plans(a), _count_plans(b)
+    assert a.router.state.epoch == b.router.state.epoch == 1000
+    assert (a.coord.planned, b.coord.planned, b.coord.adopted) == (1, 0, 1)
+    eu, uk = a.origin_index["eu"], a.origin_index["uk"]
+    for gw, origin, n in ((a, eu, 2), (b, eu, 3), (b, uk, 1)):
+        for _ in range(n):
+            gw.planner.count_arrival(0, origin)
+    assert b.coord.decide(1000) is None  # same epoch: nothing new; B's arrivals handed over
+    now[0] += epoch_s  # epoch 1001
+    state = a.coord.decide(1000)
+    assert state is not None and state.epoch == 1001 and plans_a[0] == 1
+    # the leader's forecast: (2 + 3) eu and 1 uk interactive requests over the 60 s since
+    # its last observation
+    assert state.obs.demand_rps[0][0, eu] == pytest.approx(5 / epoch_s, rel=1e-12)
+    assert state.obs.demand_rps[0][0, uk] == pytest.approx(1 / epoch_s, rel=1e-12)
+    adopted = b.coord.decide(1000)
+    assert adopted is not None and adopted.epoch == 1001 and plans_b[0] == 0
+    assert np.array_equal(adopted.plan.route, state.plan.route)
+    assert b.coord.decide(1001) is None  # already in force
+    a.shared.close()
+    b.shared.close()

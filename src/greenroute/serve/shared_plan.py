@@ -81,7 +81,18 @@ class PlanCoordinator:
         self._lock = asyncio.Lock()
 
     # ------------------------------------------------------------------ plans
+    def flush_arrivals(self) -> None:
+        """Hand the arrivals counted here since the last flush to the fleet's total."""
+        pl = self.planner
+        counts, pl.arrivals = pl.arrivals, np.zeros_like(pl.arrivals)
+        if counts.any() and not self.shared.add_arrivals(counts):
+            pl.arrivals += counts  # Redis failed: keep them for this replica's own plan
+
     def _plan(self, wall_s: float | None = None) -> PlanState:
+        if self.shared.distributed:  # the leader forecasts from the whole fleet's arrivals
+            total = self.shared.take_arrivals(self.planner.arrivals.shape)
+            if total is not None:
+                self.planner.arrivals += total
         state = self.planner.replan(wall_s)
         self.planned += 1
         if self.shared.distributed:
@@ -117,6 +128,7 @@ class PlanCoordinator:
         if not self.shared.distributed:
             return self._plan(wall)
         epoch = int(wall // self.epoch_s)
+        self.flush_arrivals()
         doc = self.shared.read_plan()
         stale = doc is None or int(doc["epoch"]) < epoch or current_epoch is None
         if self.shared.try_lead() and stale:
@@ -127,7 +139,7 @@ class PlanCoordinator:
                 return state
         if current_epoch is None:  # start-up without a leader's plan: plan alone meanwhile
             LOG.warning("no published plan for epoch %d yet; planning locally", epoch)
-            state = self.planner.replan(wall)
+            state = self.planner.replan(wall)  # from this replica's arrivals only
             self.planned += 1
             return state
         return None

@@ -8,6 +8,9 @@ and who plans it.
   script timed by the server's clock (``TIME``), so N replicas together allow the key's rate;
 * health: the upstreams some replica ejected, in a hash (field = upstream name); a replica's
   re-admission removes the field and the others re-admit it at their next sync;
+* demand: each replica adds the arrivals it counted (per class and origin) to a hash every
+  sync; the leader takes the total (atomically) when it plans, so its demand forecast is the
+  whole fleet's;
 * the plan: the replica holding the leader lock (``SET key id NX PX ttl``, renewed by its owner
   every sync) plans each epoch and publishes the plan as JSON; the others adopt it. If the
   leader dies, its lock expires after ``lock_ttl_s`` and the next replica to sync takes over.
@@ -24,6 +27,8 @@ import math
 import uuid
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from greenroute.core.errors import ConfigError
 from greenroute.serve.security import ClientKey, RateLimiter
@@ -93,6 +98,14 @@ class SharedState:
         """Take or renew the leader lock; True when this replica plans."""
         return True
 
+    def add_arrivals(self, counts: np.ndarray) -> bool:
+        """Add this replica's arrivals ``[C, O]`` to the fleet's; False if not shared."""
+        return False
+
+    def take_arrivals(self, shape: tuple[int, int]) -> np.ndarray | None:
+        """The fleet's arrivals since the last take (and reset them); None if not shared."""
+        return None
+
     def publish_plan(self, doc: dict[str, Any]) -> None:
         """Make ``doc`` (the plan's JSON form) the plan in force for every replica."""
         return None
@@ -144,6 +157,13 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return string.format('%.17g', wait)
 """
 
+# KEYS[1] arrivals hash. Returns its fields and values and deletes it, atomically.
+TAKE_ALL_LUA = """
+local v = redis.call('HGETALL', KEYS[1])
+redis.call('DEL', KEYS[1])
+return v
+"""
+
 # KEYS[1] lock; ARGV owner, ttl_ms. 1 if the owner still holds it (its TTL renewed), else 0.
 RENEW_LUA = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -178,7 +198,7 @@ class RedisSharedState(SharedState):
         self.on_error = on_error  # called with a short kind when a Redis call fails
         p = cfg.key_prefix
         self.k_lock, self.k_plan, self.k_ejected = f"{p}:leader", f"{p}:plan", f"{p}:ejected"
-        self.k_bucket = f"{p}:ratelimit:"
+        self.k_bucket, self.k_arrivals = f"{p}:ratelimit:", f"{p}:arrivals"
         self.r = redis.Redis.from_url(cfg.redis_url, socket_timeout=cfg.timeout_s,
                                       socket_connect_timeout=cfg.timeout_s,
                                       decode_responses=True)  # fmt: skip
@@ -190,6 +210,7 @@ class RedisSharedState(SharedState):
         self._bucket = self.r.register_script(TOKEN_BUCKET_LUA)
         self._renew = self.r.register_script(RENEW_LUA)
         self._release = self.r.register_script(RELEASE_LUA)
+        self._take_all = self.r.register_script(TAKE_ALL_LUA)
 
     def _failed(self, kind: str, err: Exception) -> None:
         LOG.warning("shared state (Redis) %s failed: %s", kind, err)
@@ -247,6 +268,36 @@ class RedisSharedState(SharedState):
     def leader(self) -> str | None:
         """The replica holding the lock now."""
         return self.r.get(self.k_lock)
+
+    def add_arrivals(self, counts: np.ndarray) -> bool:
+        import redis
+
+        try:
+            pipe = self.r.pipeline(transaction=True)
+            for (c, o), n in np.ndenumerate(counts):
+                if n:
+                    pipe.hincrbyfloat(self.k_arrivals, f"{c},{o}", float(n))
+            pipe.pexpire(self.k_arrivals, self.plan_ttl_ms)
+            pipe.execute()
+        except redis.RedisError as err:
+            self._failed("arrivals-publish", err)
+            return False
+        return True
+
+    def take_arrivals(self, shape: tuple[int, int]) -> np.ndarray | None:
+        import redis
+
+        try:
+            flat = self._take_all(keys=[self.k_arrivals])
+        except redis.RedisError as err:
+            self._failed("arrivals-read", err)
+            return None
+        out = np.zeros(shape)
+        for field_, value in zip(flat[::2], flat[1::2], strict=True):
+            c, o = (int(x) for x in field_.split(","))
+            if c < shape[0] and o < shape[1]:  # a replica with another config: ignored
+                out[c, o] += float(value)
+        return out
 
     def publish_plan(self, doc: dict[str, Any]) -> None:
         import redis
