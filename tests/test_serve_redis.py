@@ -300,3 +300,26 @@ def test_leader_plans_from_the_fleet_arrivals_and_followers_adopt(redis_url):
     assert b.coord.decide(1001) is None  # already in force
     a.shared.close()
     b.shared.close()
+
+
+def test_redis_failure_falls_back_to_this_replicas_buckets(redis_url):
+    errors: list[str] = []
+    cfg = SharedConfig(redis_url, key_prefix=f"t-{uuid.uuid4().hex[:8]}")
+    st = RedisSharedState(cfg, plan_ttl_s=60.0, replica_id="a", on_error=errors.append)
+    calls = [0]
+
+    def broken(**kw):
+        calls[0] += 1
+        raise redis.ConnectionError("connection refused")
+
+    st._bucket = broken
+    key = ClientKey("k", hash_api_key("x"), rate_rps=0.001, burst=2.0)
+    got = [st.take_token(key) for _ in range(3)]
+    assert got[:2] == [0.0, 0.0] and got[2] > 900.0  # the local bucket: 2, then ~1000 s
+    assert calls[0] == 1 and errors == ["rate-limit"]  # one try, then the breaker is open
+    st.set_ejected("GB-0", True)  # skipped while the breaker is open: nothing written
+    assert st.ejected() == set()
+    st._down_until = -1.0  # the breaker closes after BREAKER_S
+    st.set_ejected("GB-0", True)
+    assert st.ejected() == {"GB-0"}
+    st.close()

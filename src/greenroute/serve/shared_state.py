@@ -15,8 +15,10 @@ and who plans it.
   every sync) plans each epoch and publishes the plan as JSON; the others adopt it. If the
   leader dies, its lock expires after ``lock_ttl_s`` and the next replica to sync takes over.
 
-When Redis fails at run time the replica degrades (rate limits fail open, health and plan stay
-local) and says so in the ``fallbacks`` metric and the log; it must be reachable at start-up.
+When Redis fails at run time the replica degrades and says so in the ``fallbacks`` metric and
+the log: rate limits fall back to this replica's own buckets, health and plan stay local, and
+for ``BREAKER_S`` after a failure the request path (rate limits, ejections) does not wait on
+Redis again. Redis must be reachable at start-up.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +39,7 @@ from greenroute.serve.security import ClientKey, RateLimiter
 LOG = logging.getLogger("greenroute.serve")
 URL_SCHEMES = ("redis://", "rediss://", "unix://")
 MS_PER_S = 1000.0
+BREAKER_S = 1.0  # no Redis call on the request path this long after a failure (engineering)
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,8 @@ class RedisSharedState(SharedState):
         self.plan_ttl_ms = math.ceil(plan_ttl_s * MS_PER_S)
         self.ttl_ms = max(math.ceil(cfg.lock_ttl_s * MS_PER_S), 1)
         self.on_error = on_error  # called with a short kind when a Redis call fails
+        self.fallback = RateLimiter()  # this replica's buckets while Redis is unavailable
+        self._down_until = -math.inf  # monotonic time until which the request path skips Redis
         p = cfg.key_prefix
         self.k_lock, self.k_plan, self.k_ejected = f"{p}:leader", f"{p}:plan", f"{p}:ejected"
         self.k_bucket, self.k_arrivals = f"{p}:ratelimit:", f"{p}:arrivals"
@@ -214,6 +220,7 @@ class RedisSharedState(SharedState):
 
     def _failed(self, kind: str, err: Exception) -> None:
         LOG.warning("shared state (Redis) %s failed: %s", kind, err)
+        self._down_until = time.monotonic() + BREAKER_S
         if self.on_error is not None:
             self.on_error(kind)
 
@@ -222,6 +229,8 @@ class RedisSharedState(SharedState):
 
         if key.rate_rps is None:
             return 0.0
+        if time.monotonic() < self._down_until:
+            return self.fallback.check(key)
         burst = key.burst if key.burst is not None else max(1.0, key.rate_rps)
         ttl_ms = math.ceil(burst / key.rate_rps * MS_PER_S) + self.ttl_ms  # full again
         try:
@@ -229,14 +238,16 @@ class RedisSharedState(SharedState):
                 keys=[self.k_bucket + key.name],
                 args=[repr(float(key.rate_rps)), repr(float(burst)), ttl_ms],
             )
-        except redis.RedisError as err:  # fail open: an outage of Redis is not the client's
+        except redis.RedisError as err:  # per-replica limits until Redis is back
             self._failed("rate-limit", err)
-            return 0.0
+            return self.fallback.check(key)
         return float(wait)
 
     def set_ejected(self, upstream: str, ejected: bool) -> None:
         import redis
 
+        if time.monotonic() < self._down_until:
+            return
         try:
             if ejected:
                 self.r.hset(self.k_ejected, upstream, self.replica_id)
