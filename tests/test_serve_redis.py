@@ -155,6 +155,10 @@ def test_unreachable_redis_fails_at_start_up():
                        shared={"redis_url": f"redis://127.0.0.1:{_free_port()}/0"})  # fmt: skip
     with pytest.raises(ConfigError, match=r"shared\.redis_url: cannot reach Redis at redis://"):
         create_app(parse_config(raw))
+    raw["shared"]["redis_url"] = f"redis://app:s3cret@127.0.0.1:{_free_port()}/0"
+    with pytest.raises(ConfigError) as err:
+        create_app(parse_config(raw))
+    assert "s3cret" not in str(err.value) and "redis://app:***@127.0.0.1:" in str(err.value)
 
 
 # ---------------------------------------------------------------------- the primitives

@@ -211,7 +211,7 @@ class RedisSharedState(SharedState):
         try:
             self.r.ping()
         except redis.RedisError as err:
-            raise ConfigError(f"shared.redis_url: cannot reach Redis at {cfg.redis_url}: "
+            raise ConfigError(f"shared.redis_url: cannot reach Redis at {redact(cfg.redis_url)}: "
                               f"{err}") from None  # fmt: skip
         self._bucket = self.r.register_script(TOKEN_BUCKET_LUA)
         self._renew = self.r.register_script(RENEW_LUA)
@@ -339,6 +339,17 @@ class RedisSharedState(SharedState):
     def close(self) -> None:
         self.release_lock()
         self.r.close()
+
+
+def redact(url: str) -> str:
+    """``url`` without its password (for error messages and logs)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def make_shared_state(shared: SharedConfig | None, epoch_s: float,
