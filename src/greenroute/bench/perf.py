@@ -340,7 +340,7 @@ def main() -> None:
          f"{p['single_s']:.1f} s one process, {p['partitioned_s']:.1f} s partitioned "
          f"(x{p['speedup']:.2f})", "identical metrics"),
         ("projected geo10, 31 days, request level: one process / 64 cores (the blocks' kernel "
-         "CPU time over one block per region, the rest serial)",
+         "CPU time over one block per region; the rest and the transfers serial)",
          f"{p['projected_31d_single_s'] / 60:.0f} min / "
          + (f"{p['projected_31d_64_cores_s'] / 60:.0f} min" if p["projected_31d_64_cores_s"]
             else "n/a"), ""),

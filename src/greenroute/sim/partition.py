@@ -121,6 +121,21 @@ class RegionPartitionWorker:
         return {"out": out, "log": log, "state": state, "cpu_s": time.process_time() - t0}
 
 
+def warm_kernels() -> None:
+    """Load (or compile) the iteration kernels in this process: one empty epoch of a
+    one-server block."""
+    from greenroute.sim.iteration import flat_cost_table, stack_cost_tables
+
+    cfg = IterationConfig.uniform(1, blocks_total=8)
+    worker = RegionPartitionWorker(cfg, Block(0, 1, 0, 1), np.array([0, 1]), np.zeros(1))
+    empty_i, empty_f = np.zeros(0, dtype=np.int64), np.zeros(0)
+    arrivals = dict(t_reg=empty_f, region=empty_i, model=empty_i, ids=empty_i, prompt=empty_i,
+                    output=empty_i, u_local=empty_f)  # fmt: skip
+    worker.step({"arrivals": arrivals, "cost": stack_cost_tables([flat_cost_table(0.01, 0.05)]),
+                 "t_end": 0.0, "server_type": cfg.server_type, "server_model": cfg.server_model,
+                 "max_running": cfg.max_running})  # fmt: skip
+
+
 class PartitionExecutor(Protocol):
     """Where the workers live: ``start`` builds them, ``step`` runs one epoch on each (in
     parallel where it can) and returns their results in block order."""
