@@ -216,6 +216,11 @@ def test_upstream_ejected_by_one_replica_is_skipped_by_the_other(servers, redis_
                    for _ in range(5)}  # fmt: skip
         assert regions == {"DE-LU"} and fakes["GB"].served == served  # B never tried GB
         gw_a.pool.readmit(a_gb)  # A re-admits it (as a passing health check does)
+        readmitted_at = gw_a.pool.health_version
+        # a shared set A read before its own re-admission cannot eject GB-0 again (a sync
+        # loop whose Redis read was in flight used to undo it, and B then never re-admitted)
+        gw_a.coord.sync_health({"GB-0"}, since=readmitted_at - 1)
+        assert not a_gb.ejected
         _until(lambda: not b_gb.ejected, "replica B to re-admit GB-0")
         assert client.post(urls[1], json=MSG).headers["x-greenroute-region"] == "GB"
 

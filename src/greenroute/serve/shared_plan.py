@@ -154,12 +154,16 @@ class PlanCoordinator:
             return await asyncio.to_thread(self.decide, current_epoch)
 
     # ------------------------------------------------------------------ health
-    def sync_health(self, shared: set[str] | None) -> None:
+    def sync_health(self, shared: set[str] | None, since: int | None = None) -> None:
         """Eject what another replica ejected; re-admit what was re-admitted elsewhere
-        (``shared``: the ejected upstreams, ``SharedState.ejected()``)."""
+        (``shared``: the ejected upstreams, ``SharedState.ejected()``, read when the pool's
+        ``health_version`` was ``since``: an upstream this replica ejected or re-admitted after
+        that read keeps its own newer state, which it has published itself)."""
         if shared is None:
             return
         for up in self.pool.upstreams:
+            if since is not None and up.health_version > since:
+                continue
             if up.name in shared and not up.ejected:
                 up.failures = max(up.failures, self.pool.policy.failures_to_eject)
                 up.ejected = True
@@ -174,7 +178,8 @@ class PlanCoordinator:
         while True:
             await asyncio.sleep(interval_s)
             try:
-                self.sync_health(await asyncio.to_thread(self.shared.ejected))
+                since = self.pool.health_version
+                self.sync_health(await asyncio.to_thread(self.shared.ejected), since)
                 state = await self.step(current_epoch())
                 if state is not None and self.apply is not None:
                     self.apply(state)

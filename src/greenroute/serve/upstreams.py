@@ -36,6 +36,7 @@ class Upstream:
     failures: int = 0  # consecutive
     ejected: bool = False
     ejected_at: float = -math.inf
+    health_version: int = 0  # the pool's health_version when this replica last changed it
     duration_s: float = math.nan  # EWMA of whole-request durations
     ttfb_s: float = math.nan  # EWMA of times to first byte
     served: int = 0
@@ -59,6 +60,7 @@ class UpstreamPool:
         self.cfg = cfg
         self.policy = cfg.upstream
         self.clock = clock
+        self.health_version = 0  # counts this replica's own ejections and re-admissions
         self.upstreams: list[Upstream] = []
         self.by_region: list[list[Upstream]] = []
         for r, reg in enumerate(cfg.regions):
@@ -116,6 +118,7 @@ class UpstreamPool:
         if not up.ejected and up.failures >= self.policy.failures_to_eject:
             up.ejected = True
             up.ejected_at = self.clock()
+            self._changed(up)
             if self.on_eject is not None:
                 self.on_eject(up, True)
             return True
@@ -123,10 +126,15 @@ class UpstreamPool:
             up.ejected_at = self.clock()  # a failed check restarts the cooldown
         return False
 
+    def _changed(self, up: Upstream) -> None:
+        self.health_version += 1
+        up.health_version = self.health_version
+
     def readmit(self, up: Upstream) -> None:
         up.failures = 0
         if up.ejected:
             up.ejected = False
+            self._changed(up)
             if self.on_eject is not None:
                 self.on_eject(up, False)
 
