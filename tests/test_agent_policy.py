@@ -110,6 +110,9 @@ def test_forbidden_region_is_never_chosen() -> None:
     summ = res.extras["policy_summary"]
     assert summ["llm_invalid_actions"] == 0 and summ["llm_fallbacks"] == 0
     assert summ["llm_decisions"] >= 24 * 3
+    # the counters are run metrics too (issue 9 §2: "in the metrics")
+    for k in ("llm_decisions", "llm_invalid_actions", "llm_fallbacks"):
+        assert res.metrics[k] == float(summ[k])
 
 
 def test_geo10_runs_unchanged_with_an_exclusion() -> None:

@@ -167,6 +167,11 @@ class LLMGeoPolicy(RLGeoPolicy):
         self._epochs += 1
         return Plan(route=p.route, hold=p.hold, rationale="LLM" + p.rationale.removeprefix("RL"))
 
+    def metrics(self) -> dict[str, float]:
+        """The language API's counters (``llm_decisions``, ``llm_invalid_actions``,
+        ``llm_fallbacks``), reported in the run's metrics."""
+        return {k: float(v) for k, v in self.rt.counters.as_metrics().items()}
+
     def summary(self) -> dict:
         calls = max(self.rt.model_calls, 1)
         return {

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from greenroute.core.errors import ConfigError
 from greenroute.data.requests import CLASS_DEFERRABLE, CLASS_INTERACTIVE
 from greenroute.sim import kernel as K
 from greenroute.sim.ledger import bin_overlap
@@ -277,9 +278,24 @@ def _safe(fn, arr, *args) -> float:
     return float(fn(arr, *args)) if arr.size else float("nan")
 
 
+def _policy_metrics(geo, metrics: dict) -> None:
+    """Counts a policy reports about its own decisions (``metrics()``, e.g. an LLM policy's
+    ``llm_fallbacks``) join the run's metrics; a name the engine already uses is refused."""
+    fn = getattr(geo, "metrics", None)
+    if not callable(fn):
+        return
+    for name, value in (fn() or {}).items():
+        if name in metrics:
+            raise ConfigError(
+                f"policy metric {name!r} would replace the engine's metric of that name"
+            )
+        metrics[name] = float(value)
+
+
 def _result(sim, metrics, frame, req_frame) -> RunResult:
     from greenroute.sim.manifest import build_manifest
 
+    _policy_metrics(sim.geo, metrics)
     return RunResult(
         scenario=sim.sc.name,
         policy=getattr(sim.geo, "name", type(sim.geo).__name__),
