@@ -60,3 +60,21 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail("requests the data_dir fixture without @pytest.mark.realdata", pytrace=False)
     if marked and not requests:
         pytest.fail("is marked realdata but does not request the data_dir fixture", pytrace=False)
+
+
+@pytest.fixture
+def servers():
+    """``start(app) -> ServerThread``: gateway tests' loopback servers (real uvicorn on free
+    ports), stopped in reverse order at the end of the test."""
+    from greenroute.serve.fake_upstream import ServerThread
+
+    started: list[ServerThread] = []
+
+    def start(app) -> ServerThread:
+        s = ServerThread(app).start()
+        started.append(s)
+        return s
+
+    yield start
+    for s in reversed(started):
+        s.stop()

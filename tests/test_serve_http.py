@@ -23,20 +23,6 @@ from serve_fakes import FakeUpstream, ServerThread, gateway_dict  # noqa: E402
 KEY = "test-key-1"
 
 
-@pytest.fixture
-def servers():
-    started: list[ServerThread] = []
-
-    def start(app) -> ServerThread:
-        s = ServerThread(app).start()
-        started.append(s)
-        return s
-
-    yield start
-    for s in reversed(started):
-        s.stop()
-
-
 def _fakes(servers, *names: str, **kw) -> dict[str, tuple[FakeUpstream, ServerThread]]:
     out = {}
     for n in names:

@@ -26,7 +26,7 @@ from greenroute.serve.app import create_app  # noqa: E402
 from greenroute.serve.config import GatewayConfigError, parse_config  # noqa: E402
 from greenroute.serve.security import ClientKey, hash_api_key  # noqa: E402
 from greenroute.serve.shared_state import RedisSharedState, SharedConfig  # noqa: E402
-from serve_fakes import FakeUpstream, ServerThread, gateway_dict  # noqa: E402
+from serve_fakes import FakeUpstream, gateway_dict  # noqa: E402
 
 KEY = "replica-test-key"
 MSG = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
@@ -74,20 +74,6 @@ def redis_url(tmp_path_factory):
         proc.wait(timeout=10)
         return
     pytest.fail("redis-server did not start")
-
-
-@pytest.fixture
-def servers():
-    started: list[ServerThread] = []
-
-    def start(app) -> ServerThread:
-        s = ServerThread(app).start()
-        started.append(s)
-        return s
-
-    yield start
-    for s in reversed(started):
-        s.stop()
 
 
 def _until(cond, what: str) -> None:
