@@ -39,7 +39,6 @@ per role and split, action histograms, the mapping above and a manifest with che
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections import Counter
@@ -61,6 +60,7 @@ from greenroute.agent.language import (
 )
 from greenroute.core.errors import ConfigError, DataFormatError
 from greenroute.core.types import Observation, Plan
+from greenroute.data.paths import file_sha256
 
 DATASET_VERSION = 1
 FILES = ("train.jsonl", "val.jsonl")
@@ -211,7 +211,7 @@ def record_text(
         },
         "action_histogram": {k: dict(sorted(v.items())) for k, v in hist.items()},
         "teacher_mapping": TEACHER_MAPPING,
-        "files_sha256": {f: _sha256(out / f) for f in FILES},
+        "files_sha256": {f: file_sha256(out / f) for f in FILES},
         "manifest": _jsonable(manifest),
     }
     (out / "dataset_card.json").write_text(json.dumps(card, indent=2) + "\n")
@@ -271,14 +271,6 @@ def read_card(data_dir: str | Path) -> dict:
     if not path.is_file():
         raise DataFormatError(path, "not found: is this a greenroute text dataset?")
     return json.loads(path.read_text())
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _jsonable(x):

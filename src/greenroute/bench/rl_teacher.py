@@ -34,7 +34,6 @@ What the teacher changes against the paper's setting (each an environment option
 
 from __future__ import annotations
 
-import hashlib
 import json
 import platform
 import subprocess
@@ -42,6 +41,7 @@ import time
 from pathlib import Path
 
 from greenroute.core.errors import ConfigError
+from greenroute.data.paths import file_sha256
 
 TEACHER_DEFAULTS = {
     "days": 7.0,
@@ -54,14 +54,6 @@ MANAGER_DEFAULTS = {"mask": True, "invalid_penalty": 0.1, "reward_weights": {"sl
 WORKER_DEFAULTS = {"release": "headroom"}
 MANAGER_ONLY = ("mask", "mask_target", "invalid_penalty", "obs", "k", "worker")
 WORKER_ONLY = ("release", "release_target", "manager")
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _git_commit() -> str | None:
@@ -139,7 +131,7 @@ def train_teacher(
     stages = [("manager", "greenroute/GeoManager-v0", manager_steps, manager_opts)]
     if manager is not None:
         stages = []
-        manifest["given_manager"] = {"model": str(manager), "sha256": _sha256(Path(manager))}
+        manifest["given_manager"] = {"model": str(manager), "sha256": file_sha256(Path(manager))}
     if worker_steps:
         worker_opts["manager"] = str(manager or out / "manager.zip")
         stages.append(("worker", "greenroute/GeoWorker-v0", worker_steps, worker_opts))
@@ -154,7 +146,7 @@ def train_teacher(
             "name": name, "env_id": env_id, "steps": int(steps), "env_options": opts,
             "hyperparameters": meta["hyperparameters"], "wall_s": round(meta["wall_s"], 1),
             "selected_timesteps": meta["selected_timesteps"],
-            "model": str(model), "sha256": _sha256(model),
+            "model": str(model), "sha256": file_sha256(model),
             "curves": [str(out / f"{name}_curves.csv"), str(out / f"{name}_curves.png")],
         })  # fmt: skip
     manifest["teacher"] = f"rl:{out / ('worker.zip' if worker_steps else 'manager.zip')}"
