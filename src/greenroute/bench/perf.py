@@ -210,31 +210,26 @@ def _default_data():
     return cand if os.path.isdir(cand) else None
 
 
+def _json_of(cmd: list[str], env: dict, what: str) -> dict:
+    """Run ``python -m ...`` and read the JSON object it prints last (one line, or indented)."""
+    out = subprocess.run([sys.executable, "-m", *cmd], capture_output=True, text=True, env=env,
+                         check=False)  # fmt: skip
+    if out.returncode != 0:
+        raise SystemExit(f"{what} failed:\n{out.stderr}")
+    text = out.stdout.strip()
+    start = 0 if text.startswith("{") else text.rindex("\n{") + 1
+    return json.loads(text[start:])
+
+
 def _child(name: str) -> dict:
     env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    out = subprocess.run(
-        [sys.executable, "-m", "greenroute.bench.perf", "--child", name],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise SystemExit(f"bench child {name} failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _json_of(["greenroute.bench.perf", "--child", name], env, f"bench child {name}")
 
 
 def _unpinned(module: str, *args: str) -> dict:
-    """A bench that measures scaling over both cores (no one-core affinity): its JSON line."""
+    """A bench that measures scaling over both cores (no one-core affinity)."""
     env = dict(os.environ, RAY_AUTH_MODE=os.environ.get("RAY_AUTH_MODE", "disabled"))
-    out = subprocess.run(
-        [sys.executable, "-m", module, *args, "--json"], capture_output=True, text=True,
-        env=env, check=False,
-    )  # fmt: skip
-    if out.returncode != 0:
-        raise SystemExit(f"bench {module} failed:\n{out.stderr}")
-    text = out.stdout
-    return json.loads(text[text.index("\n{") + 1 :] if not text.startswith("{") else text)
+    return _json_of([module, *args, "--json"], env, f"bench {module}")
 
 
 def _speed(name: str):
