@@ -14,6 +14,7 @@ import pandas as pd
 
 from greenroute.catalog.regions import REGIONS
 from greenroute.constraints import ConstraintSet
+from greenroute.core.errors import ConfigError
 from greenroute.data.workload import WorkloadSpec
 from greenroute.scenarios.geo import DIURNAL_FLAT_SHARE
 from greenroute.scenarios.registry import register_scenario
@@ -145,6 +146,27 @@ def check_memory(node_types, tokens_per_request: float) -> dict[tuple[str, int],
     return out
 
 
+# Fig. 5 (§6.2) varies the number of datacenters from 4 to 12: ``marlin_n(n)`` takes the first
+# n of this order. Its first 8 are marlin8's sites (ordered so that every prefix spans low and
+# high carbon); 9-12 add four more real-data regions with measured (not modelled) carbon:
+# CL-SIC 221 g/kWh (solar + coal), KR (coal + nuclear), US-TEX-ERCO (gas + wind, hot),
+# US-NY-NYIS (hydro + nuclear + gas).
+MARLIN_SCALE_REGIONS: tuple[str, ...] = (
+    "US-CAL-CISO",
+    "DE-LU",
+    "SG",
+    "BR-SP",
+    "CA-ON",
+    "ZA",
+    "GB",
+    "AU-NSW",
+    "CL-SIC",
+    "KR",
+    "US-TEX-ERCO",
+    "US-NY-NYIS",
+)
+
+
 @register_scenario(
     "marlin8",
     "Seed 001 §6: 8 DCs x 1000 nodes (6 types, 2/4/8 x A100/H100), Llama-7B/70B, 24 h",
@@ -159,7 +181,20 @@ def marlin8() -> Scenario:
     model over the groups able to host it, about half of the requests are dropped as
     ``no_server_for_model`` (tests/test_scenarios_extra.py marks that check xfail).
     """
-    regions = MARLIN8_REGIONS
+    return marlin_scenario(MARLIN8_REGIONS, "marlin8")
+
+
+def marlin_n(n: int) -> Scenario:
+    """marlin8's setup over the first ``n`` (4..12) of :data:`MARLIN_SCALE_REGIONS` (§6.2,
+    Fig. 5): same nodes per datacenter, per-origin load and physics."""
+    lo, hi = 4, len(MARLIN_SCALE_REGIONS)
+    if not lo <= n <= hi:
+        raise ConfigError(f"marlin_n takes {lo} to {hi} datacenters, got {n}")
+    return marlin_scenario(MARLIN_SCALE_REGIONS[:n], f"marlin{n}")
+
+
+def marlin_scenario(regions: tuple[str, ...], name: str) -> Scenario:
+    """MARLIN's §6 setup over ``regions`` (each one datacenter and one origin)."""
     spec = WorkloadSpec(
         origins=regions,
         origin_timezones=tuple(REGIONS[r].timezone for r in regions),
@@ -174,9 +209,9 @@ def marlin8() -> Scenario:
     groups = _marlin_groups()
     cap_kw = utilisation_cap_kw(groups)
     return Scenario(
-        name="marlin8",
-        description="MARLIN baseline: 8 DCs x 1000 nodes (2/4/8 x A100/H100), Llama-2-7B "
-        "and -70B, 24 h, 15-min epochs, MARLIN facility physics",
+        name=name,
+        description=f"MARLIN baseline: {len(regions)} DCs x 1000 nodes (2/4/8 x A100/H100), "
+        "Llama-2-7B and -70B, 24 h, 15-min epochs, MARLIN facility physics",
         regions=regions,
         origins=regions,
         cluster=Cluster(tuple(RegionCluster(r, groups) for r in regions)),
