@@ -27,7 +27,7 @@ DEFAULT_GPU = "h100-80gb"
 DEFAULT_CAPACITY = 8  # concurrent requests per upstream (engineering default; set it per server)
 DEFAULT_REQUEST_S = 2.0  # expected request duration until measured (engineering default)
 DEFAULT_PREFILL_S = 0.2  # expected time to first token until measured (engineering default)
-PROVIDER_TYPES = ("replay", "static")
+PROVIDER_TYPES = ("electricitymaps", "watttime", "replay", "static")
 SIGNAL_KEYS = ("carbon_intensity_g_per_kwh", "price_usd_per_kwh", "temp_c", "rh_pct",
                "low_carbon_pct", "renewable_pct")  # fmt: skip
 
@@ -87,6 +87,8 @@ class ProviderConfig:
     speedup: float = 1.0  # replay: data seconds per wall second
     values: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # static, per region
     default: Mapping[str, float] = field(default_factory=dict)  # static, any region
+    # electricitymaps / watttime: url, zones, timeout_s, api_key_env, username_env, ...
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from greenroute.serve.config import (
     UpstreamConfig,
     UpstreamPolicyConfig,
 )
+from greenroute.serve.grid_apis import LIVE_KEYS, live_options
 from greenroute.serve.security import ClientKey, parse_key_hash
 
 
@@ -333,12 +334,13 @@ def providers(ck: Checker, raw: Any, regions: tuple[str, ...], base: Path,
     out = []
     for i, p in enumerate(plist):
         where = f"signals.providers[{i}]"
-        pd_ = ck.mapping(p, where, ("type", "name", "stale_after_s", "cache_ttl_s", "data_dir",
-                                    "start", "speedup", "values", "default"))  # fmt: skip
+        known = ("type", "name", "stale_after_s", "cache_ttl_s", "data_dir", "start", "speedup",
+                 "values", "default", *LIVE_KEYS)  # fmt: skip
+        pd_ = ck.mapping(p, where, known)
         kind = ck.string(pd_, "type", where)
         if kind is not None and kind not in PROVIDER_TYPES:
-            ck.bad(f"{where}.type", f"unknown provider {kind!r}; valid: {', '.join(PROVIDER_TYPES)}"
-                   " (Electricity Maps and WattTime clients are not built yet)")  # fmt: skip
+            valid = ", ".join(PROVIDER_TYPES)
+            ck.bad(f"{where}.type", f"unknown provider {kind!r}; valid: {valid}")
             continue
         name = ck.string(pd_, "name", where, f"{kind}{i}")
         p_stale = ck.number(pd_, "stale_after_s", where, stale, lo=0.0, lo_open=True)
@@ -365,7 +367,8 @@ def providers(ck: Checker, raw: Any, regions: tuple[str, ...], base: Path,
             for r, vd in ck.mapping(pd_.get("values"), f"{where}.values", regions).items():
                 vals[r] = _signal_values(ck, vd, f"{where}.values.{r}")
             default = _signal_values(ck, pd_.get("default"), f"{where}.default")
-            out.append(ProviderConfig(**common, values=vals, default=default))
+            opts = live_options(ck, pd_, where, kind, regions)
+            out.append(ProviderConfig(**common, values=vals, default=default, options=opts))
     return tuple(out)
 
 

@@ -89,6 +89,10 @@ class Gateway:
             await self.client.aclose()
         self.log.close()
         self.shared.close()  # a leader lets go of its lock
+        for prov in self.hub.providers:  # the live API clients' connections
+            close = getattr(prov, "close", None)
+            if close is not None:
+                close()
 
     async def _epoch_loop(self) -> None:
         epoch_s = self.cfg.epoch_s
@@ -152,11 +156,20 @@ class Gateway:
             return False
 
     def _on_signal_event(self, kind: str, provider: str, region: str) -> None:
+        if kind == "recovered":
+            self.metrics.signal_degraded.labels(provider, region).set(0)
+            self._signal_warned -= {("failure", provider, region), ("stale", provider, region)}
+            LOG.warning("signal provider %s for %s: answers again", provider, region)
+            return
         self.metrics.signal_events.labels(kind, provider, region).inc()
+        if kind in ("failure", "stale"):
+            self.metrics.signal_degraded.labels(provider, region).set(1)
         key = (kind, provider, region)
-        if key not in self._signal_warned:  # once per kind, provider and region
+        if key not in self._signal_warned:  # once per kind, provider and region until it recovers
             self._signal_warned.add(key)
-            LOG.warning("signal provider %s for %s: %s; falling back", provider, region, kind)
+            why = self.hub.last_error.get((provider, region), "") if kind != "last-known" else ""
+            LOG.warning("signal provider %s for %s: %s%s; falling back", provider, region, kind,
+                        f" ({why})" if why else "")  # fmt: skip
 
     # ------------------------------------------------------------------ request context
     def authenticate(self, authorization: str | None) -> ClientKey | None:

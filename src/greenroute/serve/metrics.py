@@ -50,6 +50,10 @@ class GatewayMetrics:
                                      "Signal provider failures, stale values and last-known "
                                      "fallbacks", ["kind", "provider", "region"],
                                      registry=reg)  # fmt: skip
+        self.signal_degraded = Gauge("greenroute_signal_provider_degraded", "1 while a "
+                                     "signal provider fails or is stale for a region (the next "
+                                     "in the fallback order is used)", ["provider", "region"],
+                                     registry=reg)  # fmt: skip
         self.co2 = Counter("greenroute_co2_grams_total", "Estimated facility CO2 of served "
                            "requests (dynamic IT energy x the region's factor)", ["region"],
                            registry=reg)  # fmt: skip

@@ -6,8 +6,10 @@ order, caches each answer for ``cache_ttl_s``, skips an answer older than its
 ``stale_after_s`` and falls back to the next provider; when every provider fails it keeps the
 last good sample (its growing age shows in the metrics). Every fallback is counted.
 
-Providers: :class:`ReplayProvider` (the real hourly files of ``--data-dir``, with a time offset
-and a speed-up, for demos and tests) and :class:`StaticProvider` (fixed values).
+Providers: the live APIs of :mod:`greenroute.serve.grid_apis` (Electricity Maps, WattTime),
+:class:`ReplayProvider` (the real hourly files of ``--data-dir``, with a time offset and a
+speed-up, for demos and tests) and :class:`StaticProvider` (fixed values). The usual order:
+``electricitymaps``, ``watttime``, ``replay``, ``static``.
 """
 
 from __future__ import annotations
@@ -127,6 +129,12 @@ def build_provider(cfg: ProviderConfig, t0_s: float) -> SignalProvider:
         return ReplayProvider(cfg.name, cfg.data_dir, cfg.start_utc, cfg.speedup, t0_s)
     if cfg.type == "static":
         return StaticProvider(cfg.name, cfg.values, cfg.default)
+    if cfg.type in ("electricitymaps", "watttime"):
+        from greenroute.serve.grid_apis import ElectricityMapsProvider, WattTimeProvider
+
+        cls = ElectricityMapsProvider if cfg.type == "electricitymaps" else WattTimeProvider
+        return cls(cfg.name, values=cfg.values, default=cfg.default,
+                   cache_ttl_s=cfg.cache_ttl_s, **cfg.options)  # fmt: skip
     raise ConfigError(f"unknown signal provider {cfg.type!r}")
 
 
@@ -141,16 +149,25 @@ class SignalHub:
     """Providers in fallback order, with per-provider cache TTL and staleness limit.
 
     ``on_event(kind, provider, region)`` is told of every ``failure`` (the provider raised),
-    ``stale`` (its value was older than its limit) and ``last-known`` (no provider answered:
-    the last good sample is kept)."""
+    ``stale`` (its value was older than its limit), ``last-known`` (no provider answered:
+    the last good sample is kept) and ``recovered`` (a provider that had failed or been stale
+    for this region answers a fresh value again). ``degraded`` holds the (provider, region)
+    pairs failing or stale now, ``last_error`` the latest reason per pair."""
 
     providers: Sequence[SignalProvider]
     configs: Sequence[ProviderConfig]
     on_event: Callable[[str, str, str], None] | None = None
     _cache: dict[tuple[int, str], _Cached] = field(default_factory=dict)
     _last: dict[str, tuple[int, SignalSample]] = field(default_factory=dict)
+    degraded: set[tuple[str, str]] = field(default_factory=set)
+    last_error: dict[tuple[str, str], str] = field(default_factory=dict)
 
-    def _event(self, kind: str, provider: str, region: str) -> None:
+    def _event(self, kind: str, provider: str, region: str, why: str = "") -> None:
+        if kind in ("failure", "stale"):
+            self.degraded.add((provider, region))
+            self.last_error[(provider, region)] = why or kind
+        elif kind == "recovered":
+            self.degraded.discard((provider, region))
         if self.on_event is not None:
             self.on_event(kind, provider, region)
 
@@ -162,13 +179,18 @@ class SignalHub:
         else:
             try:
                 sample = prov.sample(region, wall_s)
-            except SignalUnavailableError:
-                self._event("failure", prov.name, region)
+            except SignalUnavailableError as err:
+                self._event("failure", prov.name, region, str(err))
                 return None
             self._cache[(i, region)] = _Cached(sample, wall_s)
-        if wall_s - sample.measured_at_s > cfg.stale_after_s:
-            self._event("stale", prov.name, region)
+        age_s = wall_s - sample.measured_at_s
+        if age_s > cfg.stale_after_s:
+            self._event("stale", prov.name, region,
+                        f"{prov.name}: {region}: value {age_s:.0f} s old, limit "
+                        f"{cfg.stale_after_s:g} s")  # fmt: skip
             return None
+        if (prov.name, region) in self.degraded:
+            self._event("recovered", prov.name, region)
         return sample
 
     def current(self, region: str, wall_s: float) -> tuple[int, SignalSample]:
