@@ -70,6 +70,8 @@ from greenroute.policies.optimize.epoch_problem import (
     solve_epoch_lp,
 )
 from greenroute.policies.optimize.lp import (
+    COOLING_HELP,
+    COOLING_UNITS,
     LPSolution,
     _LPBase,
     plan_from_solution,
@@ -97,10 +99,12 @@ from greenroute.policies.registry import register_geo_policy
         "rho_freeze": "iterations",
         "max_utilisation": "share of usable slots",
         "weights": "objective weights",
+        **COOLING_UNITS,
     },
     help={
         "check_gap": "also solve the centralised LP each epoch to report ADMM's gap",
         "pair_scale": "scaling of the pair variables: mean | sqrt | demand",
+        **COOLING_HELP,
     },
 )
 class ADMMPolicy(_LPBase):
@@ -129,6 +133,10 @@ class ADMMPolicy(_LPBase):
         max_refine: int = 4,
         weights: dict | None = None,
         max_utilisation: float = DEFAULT_MAX_UTILISATION,
+        cooling_model: str = "aware",
+        blind_pue: float | None = None,
+        blind_cop: float | None = None,
+        blind_data_dir: str | None = None,
     ) -> None:
         if rho <= 0 or max_iter < 1:
             raise ConfigError(f"admm needs rho > 0 and max_iter >= 1 (got {rho}, {max_iter})")
@@ -146,7 +154,8 @@ class ADMMPolicy(_LPBase):
             "alpha": alpha,
             "max_refine": max_refine,
         }
-        super().__init__(weights, max_utilisation)
+        cooling = (cooling_model, blind_pue, blind_cop, blind_data_dir)
+        super().__init__(weights, max_utilisation, cooling)
         self.admm_options = admm
         self.rho0 = float(rho)
         self.warm_start = warm_start
@@ -204,6 +213,7 @@ class ADMMPolicy(_LPBase):
         return prob, res, rec
 
     def plan(self, obs: Observation) -> Plan:
+        obs = self.planning_obs(obs)  # temperature-blind comparator: one constant PUE
         model = build_cost_model(obs, self.weights, self.max_util)
         prob, res, rec = self.solve(obs, model)
         self.solve_times.append(rec["solve_s"])

@@ -32,6 +32,12 @@ import scipy.sparse as sp
 from greenroute.core.errors import ConfigError, InfeasibleConstraintsError
 from greenroute.core.objective import objective_weights_option
 from greenroute.core.types import ClusterInfo, Observation, Plan
+from greenroute.policies.optimize.blind import (
+    BlindFactors,
+    blind_factors_option,
+    blind_observation,
+    check_cooling_model,
+)
 from greenroute.policies.optimize.model import (
     DEFAULT_MAX_UTILISATION,
     DEFERRABLE,
@@ -333,17 +339,33 @@ class _LPBase:
         self,
         weights: dict | None = None,
         max_utilisation: float = DEFAULT_MAX_UTILISATION,
+        cooling: tuple[str, float | None, float | None, str | None] = ("aware", None, None, None),
     ) -> None:
         self.weights = objective_weights_option(weights)
         if not 0.0 < max_utilisation <= 1.0:
             raise ConfigError(f"max_utilisation must be in (0, 1], got {max_utilisation}")
         self.max_util = float(max_utilisation)
         self.solve_times: list[float] = []
+        # seed 004's comparator: (cooling_model, blind_pue, blind_cop, blind_data_dir)
+        self.cooling_model = check_cooling_model(cooling[0])
+        self._blind_opts = cooling[1:]
+        self.blind: BlindFactors | None = None
+
+    def planning_obs(self, obs: Observation) -> Observation:
+        """What the planner optimises on: ``obs`` itself, or (``cooling_model="blind"``) obs
+        with one location-independent cooling efficiency (:mod:`.blind`)."""
+        if self.cooling_model == "aware":
+            return obs
+        if self.blind is None:
+            pue, cop, root = self._blind_opts
+            self.blind = blind_factors_option(obs, blind_pue=pue, blind_cop=cop, data_dir=root)
+        return blind_observation(obs, self.blind)
 
     def reset(self, cluster: ClusterInfo, seed: int) -> None:
         self.cluster = cluster
         self.slack = tuple(cluster.deadline_slack_s)
         self.solve_times = []
+        self.blind = None  # the fleet mean is of this run's regions and year
 
 
 _LP_UNITS = {"max_utilisation": "share of usable slots", "weights": "objective weights"}
@@ -351,13 +373,21 @@ _LP_HELP = {
     "max_utilisation": "busy-slot ceiling the LP plans to",
     "weights": 'own objective weights, e.g. {"carbon": 1} (default: the run\'s --weights)',
 }
+# seed 004's temperature-blind comparator (policies/optimize/blind.py)
+COOLING_UNITS = {"blind_pue": "facility kWh per IT kWh", "blind_cop": "heat kWh per kWh"}
+COOLING_HELP = {
+    "cooling_model": "aware (each site's COP from its temperature) | blind (one constant PUE)",
+    "blind_pue": "blind planner's PUE (default: the fleet's mean over the run's year)",
+    "blind_cop": "or the blind planner's plant COP (PUE = 1 + 1/COP + infra)",
+    "blind_data_dir": "data dir of the fleet-mean signals (default: $GREENROUTE_DATA_DIR)",
+}
 
 
 @register_geo_policy(
     "lp-mpc",
     "Receding-horizon LP (HiGHS): spatial routing + deferrable scheduling on forecasts.",
-    units={"horizon": "epochs", **_LP_UNITS},
-    help={"horizon": "look-ahead of each LP", **_LP_HELP},
+    units={"horizon": "epochs", **_LP_UNITS, **COOLING_UNITS},
+    help={"horizon": "look-ahead of each LP", **_LP_HELP, **COOLING_HELP},
 )
 class LPMPC(_LPBase):
     name = "lp-mpc"
@@ -367,8 +397,13 @@ class LPMPC(_LPBase):
         horizon: int = 48,
         weights: dict | None = None,
         max_utilisation: float = DEFAULT_MAX_UTILISATION,
+        cooling_model: str = "aware",
+        blind_pue: float | None = None,
+        blind_cop: float | None = None,
+        blind_data_dir: str | None = None,
     ) -> None:
-        super().__init__(weights, max_utilisation)
+        cooling = (cooling_model, blind_pue, blind_cop, blind_data_dir)
+        super().__init__(weights, max_utilisation, cooling)
         if horizon < 1:
             raise ConfigError(f"horizon must be >= 1 epoch, got {horizon}")
         self.horizon_epochs = int(horizon)
@@ -382,6 +417,7 @@ class LPMPC(_LPBase):
 
     def plan(self, obs: Observation) -> Plan:
         t0 = time.perf_counter()
+        obs = self.planning_obs(obs)
         model = build_cost_model(obs, self.weights, self.max_util)
         # the evaluation window is part of the scenario: when it ends within the horizon, plan
         # to its end and leave nothing held (like the oracle), instead of passing work on to
