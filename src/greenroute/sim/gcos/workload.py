@@ -24,6 +24,7 @@ TRACE_COLUMNS = (
     "predict_status",
     "exec_time_seconds",
     "prompt_length",
+    "negative_prompt_length",
     "num_images_per_prompt",
     "num_inference_steps",
     "checkpoint_model_version_id",
