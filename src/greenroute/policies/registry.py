@@ -21,6 +21,7 @@ def _load_heuristics() -> None:
 def _load_optimisers() -> None:
     # nsga2 imports its optional pymoo only when built (a clear error names the extra)
     from greenroute.policies.optimize import admm, lp, nsga2  # noqa: F401
+    from greenroute.policies.marlin import policy  # noqa: F401  (MARLIN, seed 001; torch lazily)
 
 
 def _load_local_builtins() -> None:

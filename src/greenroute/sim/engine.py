@@ -258,6 +258,9 @@ class Simulation:
         self._t_start = time.perf_counter()
         if reset_policy:
             self.geo.reset(self.info, self.config.seed)
+        bind = getattr(self.geo, "bind_simulator", None)
+        if callable(bind):  # a policy that simulates candidates on forks (MARLIN, seed 001)
+            bind(self)
         self.epoch = 0
         if self.partition_executor is not None and self.sc.fidelity != "request":
             raise ConfigError("a partitioned run needs request fidelity")
