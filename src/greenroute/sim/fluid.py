@@ -141,8 +141,10 @@ class FluidBackend:
             c(es), c(self.w_sat), c(self.g_servers), c(self.g_slots), c(self.g_dyn_w_per_slot),
             c(self.g_region, dtype=np.int64), c(self.types, dtype=np.int64), c(prof.tau),
             c(prof.tau2), c(prof.adv), c(prof.decode, dtype=float), c(prof.e_out),
-            c(prof.e_out2), c(prof.ahead),
+            c(prof.e_out2), c(prof.ahead), c(slots),
         )  # fmt: skip
+        self.it_cur = self.it_static
+        self._capped: dict[bytes, tuple] = {}
         gh = c(np.stack([self.gh_z, self.gh_w]))
         par = np.array([self.sigma, NOISE_PERIOD_S, RHO_MAX_STABLE])
         self.it_par = (gh, par)
@@ -262,8 +264,9 @@ class FluidBackend:
         margin = 2 * dt + float(np.max(obs.slot_s_per_request[CLASS_DEFERRABLE]))
         route = np.ascontiguousarray(plan.route, dtype=float)
         frac = np.ascontiguousarray(frac, dtype=float)
+        k_static = self._iteration_capped(frac) if self.iteration else self.k_static
         FK.fluid_step(
-            e, self.counts[e], np.ascontiguousarray(hold), margin, route, frac, *self.k_static,
+            e, self.counts[e], np.ascontiguousarray(hold), margin, route, frac, *k_static,
             self.gstate, self.ledgers, self.pools, self.first, self.fbuf, self.acc, self.outs,
             self.n_int, self.n_gcm, *self.k_info, self.info,
         )  # fmt: skip
@@ -290,6 +293,32 @@ class FluidBackend:
             if self.iteration:
                 cmp["pre"].append(pre[gg])
         return self._epoch_info()
+
+    def _iteration_capped(self, frac: np.ndarray) -> tuple:
+        """Kernel statics of iteration servers under a power cap that leaves ``k`` of ``S``
+        slots usable, as the engine runs them (``iteration_mode.throttled``): at most ``k``
+        running, prefill iterations stretched by ``S / k``. A request then costs ``k w(k)``
+        slot-seconds (``w`` at ``k`` running with stretched prefill, ``saturation_work_s``), not
+        ``S w(S)`` scaled by ``k / S``; a saturated capped server runs ``k`` (occupancy
+        ``k / S``, as in the engine). Sets ``it_cur`` for ``correct_epoch``; cached per cap."""
+        from greenroute.sim.fluid_iteration import saturation_work_s
+
+        c_eff = np.maximum(np.floor(self.g_slots * frac[self.g_region] + 1e-9), 1.0)
+        if np.array_equal(c_eff, np.maximum(self.g_slots, 1.0)):
+            self.it_cur = self.it_static
+            return self.k_static
+        key = c_eff.tobytes()
+        hit = self._capped.get(key)
+        if hit is None:
+            w = saturation_work_s(self.prof, self.types, c_eff, self.g_slots / c_eff)
+            es = np.ascontiguousarray(c_eff[:, None, None] * w * self.type_ok[:, None, :])
+            k_static = list(self.k_static)
+            k_static[4] = np.ascontiguousarray(np.stack([es, es * es, np.zeros_like(es)]))
+            it = list(self.it_static)
+            it[0], it[1], it[-1] = es, np.ascontiguousarray(w), np.ascontiguousarray(c_eff)
+            hit = self._capped[key] = (tuple(k_static), tuple(it))
+        self.it_cur = hit[1]
+        return hit[0]
 
     def _epoch_info(self) -> dict:
         """Figures of the epoch just served, for step-wise consumers (RL rewards, the gateway):

@@ -40,6 +40,10 @@ Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running
   ``(u m - 1) T``, mean by Spitzer's identity) and the linear build-up within an overloaded
   minute; everyone waits those.
 
+Power caps: a cap leaving ``k`` of ``S`` slots usable gives a running cap ``k`` and prefill
+iterations stretched by ``S / k`` at ``k / S`` of their dynamic power, as the engine throttles
+(``iteration_mode.throttled``; ``FluidBackend._iteration_capped``).
+
 No fitted constant (2.8 is Odoni & Roth's published one). Known misses
 (``tests/test_fluid_iteration_calibration.py``, measured): round-robin (its per-server arrivals
 are smoother than Poisson) at 60 % and 85 %, and mixes with long prompts at 75-85 % (the demo's
@@ -175,17 +179,24 @@ def predict(prof: IterationProfile, lam: np.ndarray, types: np.ndarray, slots: n
     return {"n": n, "d": d, "tau": tau, "energy_s": energy_s, "resid": resid, "r_d": r_d}
 
 
-def saturation_work_s(prof: IterationProfile, types: np.ndarray, slots: np.ndarray) -> np.ndarray:
-    """Server-seconds per request at the running cap, ``w[g, c, m]`` (1 / sustainable rate)."""
+def saturation_work_s(
+    prof: IterationProfile,
+    types: np.ndarray,
+    slots: np.ndarray,
+    prefill_stretch: np.ndarray | None = None,
+) -> np.ndarray:
+    """Server-seconds per request at the running cap, ``w[g, c, m]`` (1 / sustainable rate);
+    ``prefill_stretch[g]`` lengthens prefill iterations (a power cap: ``S / k``)."""
     n_g, n_m = types.shape
     n_c = prof.e_out.size
     s = slots.astype(float)
+    st = np.ones(n_g) if prefill_stretch is None else np.asarray(prefill_stretch, dtype=float)
     w = np.zeros((n_g, n_c, n_m))
     for m in range(n_m):
         t = types[:, m]
         d = interp_n(prof.decode[t], s)
         for c in range(n_c):
-            tau = interp_n(prof.tau[t, c], s)
+            tau = interp_n(prof.tau[t, c], s) * st
             adv = interp_n(prof.adv[t, c], s)
             w[:, c, m] = tau + np.maximum(prof.e_out[c] - 1.0 - adv, 0.0) * d / s
     return w
@@ -202,7 +213,7 @@ def correct_epoch(fl, e: int) -> np.ndarray:
     from greenroute.sim import fluid_kernel as FK
 
     b0, slope, cap, pw, cond, _es_mix, served = fl.out
-    IK.iteration_epoch(e, float(fl.sc.epoch_s), fl.n_gcm, served, *fl.it_static, fl.n_int,
+    IK.iteration_epoch(e, float(fl.sc.epoch_s), fl.n_gcm, served, *fl.it_cur, fl.n_int,
                        *fl.it_par, fl.it_dyn_kwh, fl.busy_slot_s, pw, cond, fl.pre)  # fmt: skip
     IK.epoch_info(e, fl.it_dyn_kwh, fl.k_info[0], fl.k_info[1], fl.info, fl.it_static[6],
                   fl.pre, fl.e_pf_it)  # fmt: skip

@@ -35,8 +35,9 @@ def _at(row, n):
 
 
 @njit(cache=True)
-def _excess(n, g, lam, lam_tot, types, tau, adv, decode, e_out):
-    """Busy time per second the load needs at ``n`` running decodes minus the busy share."""
+def _excess(n, g, lam, lam_tot, types, tau, adv, decode, e_out, st):
+    """Busy time per second the load needs at ``n`` running decodes minus the busy share
+    (prefill iterations stretched by ``st``: a power cap, ``iteration_mode.throttled``)."""
     n_c, n_m = lam.shape[1], lam.shape[2]
     d = 0.0
     need = 0.0
@@ -47,25 +48,25 @@ def _excess(n, g, lam, lam_tot, types, tau, adv, decode, e_out):
         for c in range(n_c):
             lv = lam[g, c, m]
             wm += lv
-            need += lv * _at(tau[t, c], n)
+            need += lv * _at(tau[t, c], n) * st
             dec += lv * max(max(e_out[c] - 1.0, 0.0) - _at(adv[t, c], n), 0.0)
         d += (wm / lam_tot if lam_tot > 0 else 0.0) * _at(decode[t], n)
     return need + dec * d / max(n, 1e-9) - (1.0 - math.exp(-n))
 
 
 @njit(cache=True)
-def running(g, lam, lam_tot, types, tau, adv, decode, e_out, slots):
+def running(g, lam, lam_tot, types, tau, adv, decode, e_out, slots, st=1.0):
     """Running decodes ``N`` of group ``g`` (bisection on ``(1e-6, slots)``, as ``predict``;
     exactly ``slots`` when the load needs all of them)."""
     if not lam_tot > 0:
         return 0.0
-    if _excess(slots, g, lam, lam_tot, types, tau, adv, decode, e_out) >= 0:
+    if _excess(slots, g, lam, lam_tot, types, tau, adv, decode, e_out, st) >= 0:
         return slots  # saturated: the running cap
     lo = 1e-6
     hi = slots
     for _ in range(BISECTION_ITERS):
         mid = 0.5 * (lo + hi)
-        if _excess(mid, g, lam, lam_tot, types, tau, adv, decode, e_out) > 0:
+        if _excess(mid, g, lam, lam_tot, types, tau, adv, decode, e_out, st) > 0:
             lo = mid
         else:
             hi = mid
@@ -75,22 +76,31 @@ def running(g, lam, lam_tot, types, tau, adv, decode, e_out, slots):
 @njit(cache=True)
 def iteration_epoch(
     e, dt, n_gcm, served, e_sat, w_sat, g_servers, g_slots, g_dyn_w, g_region, types,
-    tau, tau2, adv, decode, e_out, e_out2, ahead, n_int, gh, par, it_dyn_kwh, busy_slot_s, pw,
-    cond, pre,
+    tau, tau2, adv, decode, e_out, e_out2, ahead, run_cap, n_int, gh, par, it_dyn_kwh,
+    busy_slot_s, pw, cond, pre,
 ):  # fmt: skip
     """One epoch's correction (``fluid_iteration.correct_epoch``), in place: ``it_dyn_kwh[:, e]``
     (energy at the running batch instead of saturation cost), ``busy_slot_s[:, e]`` (running
     request-seconds ``servers x N x dt`` instead of saturation slot-seconds, so utilisation is the
     occupancy of the running cap as in the engine), ``pw``/``cond`` (slot wait) and
     ``pre`` (residual + own prefill iteration) per group. ``par``: noise sigma, noise period, the
-    utilisation above which a minute counts as overloaded (``fluid.RHO_MAX_STABLE``)."""
+    utilisation above which a minute counts as overloaded (``fluid.RHO_MAX_STABLE``).
+
+    ``run_cap[g]``: the running cap, ``k`` usable slots of ``S = g_slots[g]`` under a power cap
+    (else ``S``). As the engine throttles a capped server (``iteration_mode.throttled``),
+    its prefill iterations are stretched by ``S / k`` at ``k / S`` of their dynamic power (the
+    same prefill energy); decode-only iterations keep their time and per-slot power.
+    ``e_sat``/``w_sat`` are the slot-seconds and server-seconds per request at that cap; a busy
+    slot's dynamic power stays ``g_dyn_w`` = (peak - idle) / ``S``."""
     n_g, n_c, n_m = n_gcm.shape
     sigma, period, rho_max = par[0], par[1], par[2]
     z, wq = gh[0], gh[1]
     lam = np.zeros((n_g, n_c, n_m))
     for g in range(n_g):
         srv = max(g_servers[g], 1.0)
-        s = max(g_slots[g], 1.0)
+        s = max(run_cap[g], 1.0)
+        s_nom = max(g_slots[g], 1.0)
+        st = s_nom / s  # prefill stretch under a power cap (1 uncapped)
         work = 0.0
         n_req = 0.0
         w_mix = 0.0
@@ -99,6 +109,9 @@ def iteration_epoch(
                 work += n_gcm[g, c, m] * e_sat[g, c, m]
                 n_req += n_gcm[g, c, m]
                 w_mix += n_gcm[g, c, m] * w_sat[g, c, m]
+        # the kernel charged ``served`` slot-seconds at g_dyn_w each: e_sat / s_nom seconds at
+        # peak per request (= w_sat when uncapped)
+        charged_mix = work / s_nom
         share = min(served[g] / work, 1.0) if work > 0 else 0.0
         lam_tot = 0.0
         for c in range(n_c):
@@ -110,7 +123,7 @@ def iteration_epoch(
             pw[g] = 0.0
             cond[g] = 0.0
             continue
-        n = running(g, lam, lam_tot, types, tau, adv, decode, e_out, s)
+        n = running(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st)
         busy_slot_s[g_region[g], e] += srv * n * dt - served[g]
         d = 0.0
         e_mix = 0.0
@@ -130,14 +143,14 @@ def iteration_epoch(
             for c in range(n_c):
                 tc = _at(tau[t, c], n)
                 dec = max(max(e_out[c] - 1.0, 0.0) - _at(adv[t, c], n), 0.0)
-                e_mix += n_gcm[g, c, m] * (tc + dec * d / s)
-                tau2_sum += lam[g, c, m] * _at(tau2[t, c], n)
-                ahead_rate += lam[g, c, m] * ahead[t, c]
+                e_mix += n_gcm[g, c, m] * (tc + dec * d / s_nom)  # prefill energy unstretched
+                tau2_sum += lam[g, c, m] * _at(tau2[t, c], n) * st * st
+                ahead_rate += lam[g, c, m] * ahead[t, c] * st
                 dec_sum += lam[g, c, m] * dec
                 if c == 0:
-                    tau_i += n_gcm[g, c, m] * tc
+                    tau_i += n_gcm[g, c, m] * tc * st
                     n_i += n_gcm[g, c, m]
-        ratio = e_mix / w_mix if w_mix > 0 else 1.0
+        ratio = e_mix / charged_mix if charged_mix > 0 else 1.0
         it_dyn_kwh[g_region[g], e] += served[g] * g_dyn_w[g] / 3.6e6 * (ratio - 1.0)
         r_d = dec_sum / max(n, 1e-9)
         resid = 0.5 * (tau2_sum + r_d * d * d)  # = the mean age of the running iteration
@@ -196,7 +209,7 @@ def iteration_epoch(
                 for m in range(n_m):
                     lam[g, c, m] = base[c, m] * m_eff
             lam_k = lam_tot * m_eff
-            n_k = running(g, lam, lam_k, types, tau, adv, decode, e_out, s)
+            n_k = running(g, lam, lam_k, types, tau, adv, decode, e_out, s, st)
             pw_k = erlang_c(s, n_k)
             den_k = s * lam_k / max(n_k, 1e-12) - lam_k
             cond_k = (1.0 / den_k if den_k > 0 else 0.0) * (1.0 + scv) / 2.0
