@@ -1,0 +1,1 @@
+"""GCOS (seed 003): cache-aware green scheduling (MACCS) and the DiPTree predictor."""
