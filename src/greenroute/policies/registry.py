@@ -24,12 +24,18 @@ def _load_optimisers() -> None:
     from greenroute.policies.marlin import policy  # noqa: F401  (MARLIN, seed 001; torch lazily)
 
 
+def _load_baselines() -> None:
+    from greenroute.policies import baselines  # noqa: F401  (seed 001's baselines register)
+
+
 def _load_local_builtins() -> None:
     from greenroute.policies import local  # noqa: F401  (registers on import)
 
 
 # heuristics first: building one of them does not import the optimisers (scipy's LP stack)
-GEO_POLICIES: Registry[GeoPolicy] = Registry("policy", (_load_heuristics, _load_optimisers))
+GEO_POLICIES: Registry[GeoPolicy] = Registry(
+    "policy", (_load_heuristics, _load_optimisers, _load_baselines)
+)
 LOCAL_POLICIES: Registry[LocalPolicy] = Registry("local policy", _load_local_builtins)
 
 
