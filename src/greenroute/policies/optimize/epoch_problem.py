@@ -39,17 +39,22 @@ class EpochProblem:
     cost_scale: float  # brings typical per-request costs to ~1 (solver tolerances)
 
 
-def epoch_problem(obs: Observation, model: CostModel) -> EpochProblem:
-    """The step-0 problem of a cost model: interactive forecast arrivals and every deferrable
-    request (held + arriving) are placed now."""
+def epoch_problem(
+    obs: Observation, model: CostModel, h: int = 0, demand: np.ndarray | None = None
+) -> EpochProblem:
+    """The step-``h`` problem of a cost model. By default (step 0) interactive forecast
+    arrivals and every deferrable request (held + arriving) are placed now; ``demand``
+    (``[C, O]`` requests) sets what is placed instead (the per-step dispatch of the horizon
+    ADMM, :mod:`.admm_horizon`). The backlog occupies step 0 only, as in lp-mpc."""
     dt = float(obs.epoch_s)
     n_c, n_o, _ = model.pair_ok.shape
-    demand = np.zeros((n_c, n_o))
-    demand[INTERACTIVE] = np.maximum(obs.demand_rps[0, INTERACTIVE], 0.0) * dt
-    demand[DEFERRABLE] = np.maximum(obs.demand_rps[0, DEFERRABLE], 0.0) * dt + np.maximum(
-        np.asarray(obs.pending_deferrable, dtype=float), 0.0
-    )
-    ok = model.pair_ok_h[0] & obs.allowed
+    if demand is None:
+        demand = np.zeros((n_c, n_o))
+        demand[INTERACTIVE] = np.maximum(obs.demand_rps[h, INTERACTIVE], 0.0) * dt
+        demand[DEFERRABLE] = np.maximum(obs.demand_rps[h, DEFERRABLE], 0.0) * dt + np.maximum(
+            np.asarray(obs.pending_deferrable, dtype=float), 0.0
+        )
+    ok = model.pair_ok_h[h] & obs.allowed if h == 0 else model.pair_ok_h[h].copy()
     bad = (demand > 0) & ~ok.any(axis=2)
     if bad.any():
         c, o = (int(i[0]) for i in np.nonzero(bad))
@@ -64,9 +69,9 @@ def epoch_problem(obs: Observation, model: CostModel) -> EpochProblem:
     return EpochProblem(
         demand=demand,
         ok=ok,
-        unit=np.where(ok, model.unit[0], 0.0),
+        unit=np.where(ok, model.unit[h], 0.0),
         w=slot_s / dt,
-        b0=np.maximum(np.asarray(obs.backlog_slot_s, dtype=float), 0.0) / dt,
+        b0=np.maximum(np.asarray(obs.backlog_slot_s, dtype=float), 0.0) / dt * (h == 0),
         ucap=model.max_util * np.asarray(model.cap_slots, dtype=float),
         cong_slope=np.asarray(model.cong_slope, dtype=float),
         cong_icept=np.asarray(model.cong_icept, dtype=float),
