@@ -1,0 +1,91 @@
+"""MACCS (seed 003): the PettingZoo env, the shared-agent VecEnv, observation and actions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pettingzoo")
+pytest.importorskip("stable_baselines3")
+
+from pettingzoo.test import parallel_api_test
+
+from greenroute.envs.gcos_env import GcosParallelEnv, SharedAgentVecEnv
+from greenroute.policies.gcos.common import Weights
+from greenroute.policies.gcos.maccs import MaccsCore, obs_dim
+from greenroute.policies.gcos.predictor import ExecPredictor
+from greenroute.sim.gcos.engine import GcosSim
+from greenroute.sim.gcos.scenario import get_gcos_scenario
+
+
+def _env(hours: float = 0.5, migrate: bool = True) -> GcosParallelEnv:
+    sc = get_gcos_scenario("gcos").with_options(hours=hours)
+    sim = GcosSim(sc, period="train")
+    core = MaccsCore(ExecPredictor("mean").fit(sim.trace), Weights.of(sc), migrate=migrate)
+    return GcosParallelEnv(sim, core)
+
+
+def test_parallel_api():
+    parallel_api_test(_env(), num_cycles=50)
+
+
+def test_observation_shows_cached_share_and_agent_id():
+    env = _env()
+    env.reset()
+    sim, R = env.sim, env.sim.n_regions
+    batch = sim.batch()
+    o = int(sim.tasks.origin[batch[0]])
+    for i in batch[sim.tasks.origin[batch] == o]:
+        for key in sim.task_keys(int(i)):
+            sim.cache_of(key)[4].insert(key, sim.size_gb(key))
+    obs = env.core.observe()
+    assert obs.shape == (R, obs_dim(R))
+    np.testing.assert_array_equal(obs[:, :R], np.eye(R))
+    assert obs[o, 6 * R + 4] == pytest.approx(1.0)  # all of origin o's bytes cached at 4
+
+
+def test_migrate_copies_hot_objects_into_the_target():
+    env = _env(hours=1.0)
+    env.reset()
+    sim, R = env.sim, env.sim.n_regions
+    home = np.stack([np.arange(R), np.zeros(R, int)], axis=1)
+    for _ in range(6):  # build a history of requests
+        env.step({a: home[k] for k, a in enumerate(env.possible_agents)})
+    o = int(np.bincount(sim.tasks.origin[: sim._bounds[sim.window]], minlength=R).argmax())
+    hot = env.core.hot.top(o)
+    assert hot
+    target = (o + 1) % R
+    acts = home.copy()
+    acts[o] = (target, 1)
+    before = len(sim.ledger.transfers)
+    env.step({a: acts[k] for k, a in enumerate(env.possible_agents)})
+    migs = [t for t in sim.ledger.transfers[before:] if t.reason == "migrate"]
+    assert migs and all(t.dst == target for t in migs)
+    assert sum(t.size_gb for t in migs) <= env.core.budget_gb + 1e-9
+    assert all(sim.cached(t.key, target) or sim.cache_of(t.key)[target].evicted_gb > 0
+               for t in migs)  # fmt: skip
+
+
+def test_no_migration_variant_never_migrates():
+    env = _env(migrate=False)
+    env.reset()
+    R = env.sim.n_regions
+    while env.agents:
+        env.step({a: np.array([(k + 1) % R, 1]) for k, a in enumerate(env.possible_agents)})
+    assert env.sim.ledger.sent_gb(reason="migrate") == 0.0
+
+
+@pytest.mark.slow
+def test_shared_agent_vecenv_trains_deterministically():
+    from stable_baselines3 import PPO
+
+    params = []
+    for _ in range(2):
+        venv = SharedAgentVecEnv(_env(hours=0.25))
+        model = PPO("MlpPolicy", venv, n_steps=8, batch_size=24, n_epochs=1, seed=3,
+                    device="cpu", policy_kwargs=dict(net_arch=[8]))  # fmt: skip
+        model.learn(total_timesteps=96)
+        params.append(np.concatenate([p.detach().numpy().ravel()
+                                      for p in model.policy.parameters()]))  # fmt: skip
+    assert venv.num_envs == 6
+    np.testing.assert_array_equal(params[0], params[1])
