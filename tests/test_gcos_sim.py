@@ -148,3 +148,19 @@ def test_real_trace_catalogue(data_dir):
     # the trace's most used checkpoint (8,229 of 26,392 SUCCEED rows) comes first
     assert sim.cat.model_ids[0] == sim.trace["checkpoint_model_version_id"].mode()[0]
     assert sim.trace["num_lora"].max() == 6
+
+
+def test_without_peer_fetch_every_copy_comes_from_origin_storage():
+    sim = GcosSim(_small(hours=0.5, peer_fetch=False))
+    rng = np.random.default_rng(1)
+    while not sim.done:
+        n = len(sim.batch())
+        sim.step(Decision([int(x) for x in rng.integers(0, sim.n_regions, size=n)]))
+    assert sim.ledger.transfers
+    assert all(t.src == sim.home(t.key) for t in sim.ledger.transfers)
+    with_peers = GcosSim(_small(hours=0.5))
+    rng = np.random.default_rng(1)
+    while not with_peers.done:
+        n = len(with_peers.batch())
+        with_peers.step(Decision([int(x) for x in rng.integers(0, with_peers.n_regions, size=n)]))
+    assert any(t.src != with_peers.home(t.key) for t in with_peers.ledger.transfers)

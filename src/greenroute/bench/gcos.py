@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> dict:
     train_s: dict[str, float] = {}
     for name in names:
         t0 = time.perf_counter()
+        run_sim = sim
         if name in HEURISTICS:
             pol = make_gcos_policy(name, preds["diptree"], weights)
         else:
@@ -89,13 +90,17 @@ def run(args: argparse.Namespace) -> dict:
 
             kind = "mean" if name == "maccs-no-diptree" else "diptree"
             migrate = name != "maccs-no-migration"
+            # without migration: no migrate action and no cache-to-cache copy on a miss
+            run_sc = sc if migrate else sc.with_options(peer_fetch=False)
             save = args.out / f"{name}.zip" if args.out else None
-            model, train_s[name] = train_maccs(sc, preds[kind], migrate=migrate,
+            model, train_s[name] = train_maccs(run_sc, preds[kind], migrate=migrate,
                                                steps=args.train_steps, seed=args.seed,
                                                data_dir=data_dir, save_to=save)  # fmt: skip
             pol = MaccsPolicy(model, MaccsCore(preds[kind], weights, migrate=migrate), name)
+            if not migrate:
+                run_sim = GcosSim(run_sc, period="eval", data_dir=data_dir)
         t1 = time.perf_counter()
-        results[name] = sim.run(pol) | {"eval_wall_s": time.perf_counter() - t1}
+        results[name] = run_sim.run(pol) | {"eval_wall_s": time.perf_counter() - t1}
         print(f"  {name}: done in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     _print(results, train_s, sc)
     out = {"scenario": sc.name, "regions": sc.regions, "hours": sc.hours, "seed": args.seed,

@@ -156,10 +156,13 @@ class GcosSim:
     def fetch_cost(
         self, key: tuple, dst: int, t_s: float | None = None
     ) -> tuple[int, TransferCost]:
-        """Source and cost of copying ``key`` to ``dst`` from its cheapest-in-time copy."""
+        """Source and cost of copying ``key`` to ``dst`` from its fastest copy: the object's origin
+        storage or, with ``peer_fetch``, any region caching it (ties: the cheaper)."""
         t = self.now_s if t_s is None else t_s
         size = self.size_gb(key)
-        cands = [self.home(key)] + [r for r, c in enumerate(self.cache_of(key)) if key in c]
+        cands = [self.home(key)]
+        if self.sc.peer_fetch:
+            cands += [r for r, c in enumerate(self.cache_of(key)) if key in c]
         best: tuple[int, TransferCost] | None = None
         h = self.hour(t)
         for src in cands:

@@ -61,6 +61,9 @@ class GcosScenario:
     model_cache_gb: float = 60.0
     data_cache_gb: float = 150.0
     eviction: str = "gdsf"
+    # a miss may copy from another region's cache (cache-to-cache migration); False: only from
+    # the object's origin storage (the "no migration" system variant)
+    peer_fetch: bool = True
     # network
     wan_gbit_per_s: float = DEFAULT_WAN_GBIT_PER_S
     local_gbit_per_s: float = DEFAULT_LOCAL_GBIT_PER_S
