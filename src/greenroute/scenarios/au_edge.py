@@ -30,19 +30,23 @@ AU_EDGE_REGIONS: tuple[str, ...] = (
 )
 AU_EDGE_NEW_REGIONS: tuple[str, ...] = AU_EDGE_REGIONS[2:]
 
-# Metro population, estimated resident population at 30 June 2023 by Greater Capital City
+# Metro population, estimated resident population (ERP) at 30 June 2023 by Greater Capital City
 # Statistical Area: ABS, "Regional population, 2022-23". Sydney 5,450,496, Melbourne
 # 5,207,145, Brisbane 2,706,966, Perth 2,309,338, Adelaide 1,446,380 (checked against a
-# reproduction of the ABS table); Hobart ~253,700 and Darwin ~150,700 typed from the same
-# release, not re-verified.
+# reproduction of the ABS table). Hobart and Darwin (were ~253,700 and ~150,700, typed from
+# memory) are now read from the ABS itself: "Regional population, 2023-24" (abs.gov.au,
+# table "Capital city | ERP at 30 June 2024 | 2023-24 (no.)"): Hobart 254,930 and +946, Darwin
+# 152,489 and +1,367, so ERP at 30 June 2023 (as revised in that release) = 253,984 and 151,122.
+# The same subtraction gives the other five within 0.1 % of the 2022-23 figures above (e.g.
+# Sydney 5,557,233 - 107,538 = 5,449,695; Perth 2,311,629): the 2023-24 release's revisions.
 AU_METRO_POPULATION: dict[str, int] = {
     "AU-NSW": 5_450_496,
     "AU-VIC": 5_207_145,
     "AU-QLD-BNE": 2_706_966,
     "AU-WA-PER": 2_309_338,
     "AU-SA-ADL": 1_446_380,
-    "AU-TAS-HBA": 253_700,
-    "AU-NT-DRW": 150_700,
+    "AU-TAS-HBA": 254_930 - 946,
+    "AU-NT-DRW": 152_489 - 1_367,
 }
 
 # A summer week (southern-hemisphere summer, so cooling matters), inside the real AU data
