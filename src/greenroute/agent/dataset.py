@@ -153,16 +153,15 @@ def record_text(
     from greenroute.envs.geo_core import GeoCore
     from greenroute.policies.registry import make_geo_policy
     from greenroute.sim.manifest import build_manifest
-    from greenroute.sim.prepare import cluster_info
 
     if not 0.0 <= val_frac < 1.0:
         raise ConfigError(f"--val-frac must be in [0, 1), got {val_frac}")
     out = Path(out_dir)
     geo = make_geo_policy(teacher)
     core = GeoCore(scenario, days, data_dir)
-    core.reset(seed)
+    geo.reset(core.cluster_info(seed), seed)
+    core.reset(seed, geo=geo)  # the engine reads the teacher's look-ahead (lp-mpc: 24 epochs)
     sim = core.sim
-    geo.reset(cluster_info(sim.prep), seed)
     n_e = core.sc.n_epochs
     n_val = math.floor(val_frac * n_e + 1e-9)
     first_val = n_e - n_val

@@ -27,12 +27,11 @@ def deferral_stats(
 ) -> dict:  # fmt: skip
     from greenroute.envs.geo_core import GeoCore
     from greenroute.policies.registry import make_geo_policy
-    from greenroute.sim.prepare import cluster_info
 
     core = GeoCore(scenario, days, data_dir)
-    core.reset(seed)
     geo = make_geo_policy(policy)
-    geo.reset(cluster_info(core.sim.prep), seed)
+    geo.reset(core.cluster_info(seed), seed)
+    core.reset(seed, geo=geo)  # the engine reads the policy's look-ahead (lp-mpc: 24 epochs)
     arrivals = kept = held_stock = carbon = misses = requests = 0.0
     decisions = defers = 0
     while not core.done:

@@ -118,6 +118,13 @@ class GeoCore:
 
         return replace(self.sc, start_utc=self.sc.start_utc + pd.Timedelta(days=start_day))
 
+    def cluster_info(self, seed: int, start_day: float | None = None):
+        """The cluster a policy is reset with for the episode ``reset(seed, start_day)``."""
+        from greenroute.sim.prepare import cluster_info
+
+        day = self.start_days[0] if start_day is None else float(start_day)
+        return cluster_info(self._prepared(seed, day))
+
     def _prepared(self, seed: int, start_day: float = 0.0):
         from greenroute.sim.prepare import prepare
         from greenroute.sim.reference import reference_scales
@@ -181,7 +188,10 @@ class GeoCore:
             self._ref_terms[key] = np.asarray(rows, dtype=float)
         return self._ref_terms[key]
 
-    def reset(self, seed: int, start_day: float | None = None) -> Observation:
+    def reset(self, seed: int, start_day: float | None = None, geo=None) -> Observation:
+        """Start an episode. ``geo``: the policy that will plan it from outside (already reset
+        by the caller), so that what the engine asks of the policy (its ``horizon_epochs``: the
+        observation's look-ahead) is that policy's, as in ``greenroute run``."""
         from greenroute.policies.rl.features import TrendMemory
         from greenroute.sim.engine import SimConfig, Simulation
 
@@ -191,7 +201,7 @@ class GeoCore:
         scales = dict(prep.reference_scales)
         self.sim = Simulation(
             prep,
-            _EnvDriven(),
+            _EnvDriven() if geo is None else geo,
             local_policy_factory("least-loaded"),
             SimConfig(seed=seed, objective_scales=scales),
         )
