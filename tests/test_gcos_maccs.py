@@ -89,3 +89,17 @@ def test_shared_agent_vecenv_trains_deterministically():
                                       for p in model.policy.parameters()]))  # fmt: skip
     assert venv.num_envs == 6
     np.testing.assert_array_equal(params[0], params[1])
+
+
+@pytest.mark.slow
+def test_bench_command_prints_every_column_and_the_claim(tmp_path, capsys):
+    from greenroute.bench.gcos import main
+
+    rc = main(["--hours", "0.5", "--train-steps", "96", "--out", str(tmp_path),
+               "--policies", "lowest-carbon,lowest-price,maccs"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0
+    for word in ("cost $", "CO2 kg", "kWh", "mkspan h", "m-hit", "d-hit", "GB moved"):
+        assert word in out
+    assert "vs lowest-carbon" in out and "-92.6 %" in out and "-90.3 %" in out
+    assert (tmp_path / "results.json").is_file() and (tmp_path / "maccs.zip").is_file()
