@@ -20,6 +20,28 @@ rest were typed from BoM's / the publisher's tables from memory and are marked *
 re-verified*. Rounding: temperatures to 0.1 °C and humidity to 1 % as BoM publishes them, but
 un-verified values may be off by a few tenths of a degree / a few percent.
 
+Verification against BoM (issue 11, seed 004). BoM's own station pages
+(``bom.gov.au/climate/averages/tables/cw_<station>.shtml``) could not be retrieved with the
+tools this project may use (a search index of public pages, and GitHub snapshots). What could:
+
+* **checked, 21 values**: the March-September *mean maximum* of Brisbane 040913, Adelaide
+  023000 and Hobart 094029, against BoM's tables as fetched on 2026-10-06 and transcribed in a
+  public repository (:data:`BOM_MEAN_MAX_CROSSCHECK`, source there). All agree within 0.3 °C
+  (largest: Adelaide March 26.4 vs 26.1, Brisbane August 23.2 vs 23.5); Hobart's are all 0.1 °C
+  below BoM's current table (its record now runs to 2026). Kept as typed; the test
+  ``tests/test_seed004_normals.py`` pins the agreement.
+* **corroborated only**: Darwin's monthly mean maxima are within 0.2 °C of a third-party
+  "BOM stats by capital city" table (station not named); Brisbane's minima differ by up to
+  0.8 °C (May-October) from a reproduction of BoM 040913 for 1999-2017 (a shorter period),
+  so they are *not* verified.
+* **still unverified** (typed from memory, as before): every 9 am / 3 pm relative humidity
+  (5 cities x 24 values); Brisbane's maxima of January, February and October-December and
+  all 12 of its minima; Adelaide's maxima of January, February, October and November and its
+  minima but April and August; Hobart's maxima of February, October and November and its
+  minima but January and December; all 24 of Darwin's temperatures. Perth's temperatures
+  were checked against a copy (see its entry); Perth Metro 009225 is not in the cross-check,
+  which has Perth Airport 009021, a different station.
+
 Hourly model (:func:`hourly_signals`)
 -------------------------------------
 Temperature: daily normals of max and min are a mean-preserving piecewise-linear curve
@@ -225,6 +247,19 @@ CITY_NORMALS: dict[str, CityNormals] = {
 }  # fmt: skip
 
 
+# BoM "Mean maximum temperature (°C)", March to September, as fetched from
+# bom.gov.au/climate/averages/tables/cw_<station>.shtml on 2026-10-06 and transcribed in the
+# public repository gabebartolo-spec/Afl-auto-battler, data/weather_by_venue.json (commit
+# a7fd0717; station 040913 "max 1999-2026", 023000 "max 1887-2026", 094029 "max 1882-2026").
+# A cross-check of CITY_NORMALS, not an input of the model.
+BOM_MEAN_MAX_CROSSCHECK: dict[str, tuple[float, ...]] = {
+    "AU-QLD-BNE": (29.2, 27.2, 24.5, 22.1, 22.0, 23.5, 25.7),
+    "AU-SA-ADL": (26.1, 22.2, 18.6, 15.8, 15.0, 16.1, 18.5),
+    "AU-TAS-HBA": (20.3, 17.4, 14.6, 12.1, 11.8, 13.2, 15.2),
+}
+CROSSCHECK_MONTHS = slice(2, 9)  # March .. September
+
+
 @dataclass(frozen=True)
 class GridFigures:
     """Published annual grid figures of one state's grid, and how prices are formed."""
@@ -250,7 +285,10 @@ class GridFigures:
 # shared/data (2023 means 502 and 458 g/kWh vs NGA 660 and 770; the NGA factors are
 # consumption-based state averages built from earlier years' generation data, a different
 # method and period). The five synthesised cities therefore look ~1.3-1.7x dirtier relative
-# to Sydney/Melbourne than a like-for-like source would show.
+# to Sydney/Melbourne than a like-for-like source would show. Measured (2024, real data) by
+# ``python -m greenroute.bench.seed004_carbon``: NGA / Electricity Maps = 1.32 for NSW and 1.69
+# for VIC; with one source for all seven the sites' carbon ranking changes (e.g. Melbourne is
+# 0.91x Sydney as mixed, 1.17x with NGA for both; Brisbane 1.42x as mixed, 1.08x like-for-like).
 _NGA = "NGA Factors 2024, Table 1 (scope 2)"
 # Renewable shares: Climate Council, "Race to the Top: Australia's Clean Energy Momentum"
 # (2024), as reported by pv magazine Australia (2024-09-04): Tas 98 %, SA 74.4 %, Qld 27 %,
