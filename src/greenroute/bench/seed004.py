@@ -79,7 +79,7 @@ def site_pue(regions: tuple[str, ...], start: pd.Timestamp, hours: int, root: Pa
 
 
 def run_all(data_dir: str | None, days: float, horizon: int, seed: int) -> pd.DataFrame:
-    from greenroute.api import run
+    from greenroute.bench.runner import prepare_checked, run_prepared
     from greenroute.data.paths import resolve_data_dir
     from greenroute.scenarios.registry import resolve_scenario
 
@@ -87,10 +87,11 @@ def run_all(data_dir: str | None, days: float, horizon: int, seed: int) -> pd.Da
     rows = []
     for week, start in WEEKS.items():
         sc = dataclasses.replace(resolve_scenario("au-edge", days=days), start_utc=start)
+        prepared, _ = prepare_checked(sc, seed=seed, data_dir=root)  # one week, every planner
         runs = planners(horizon, None if root is None else str(root))
         for label, pol, opts in [("local-only", "local-only", {}), *runs]:
             t0 = time.perf_counter()
-            res = run(sc, pol, seed=seed, data_dir=root, policy_options=opts)
+            res = run_prepared(prepared, pol, seed=seed, policy_options=opts)
             m = res.metrics
             row = {"week": week, "planner": label, "cooling": opts.get("cooling_model", "-")}
             row.update({k: float(m[k]) for k in METRICS})
