@@ -152,6 +152,26 @@ def test_cli_run_loads_the_llm_plugin() -> None:
     assert "/no/agent/agent.json not found" in res.output  # the llm: loader ran
 
 
+def test_compare_gives_llm_policies_their_options() -> None:
+    from typer.testing import CliRunner
+
+    from greenroute.cli import app
+
+    def compare(*opts: str):
+        args = ["compare", "--scenario", "geo3", "--policies", "local-only,llm:/no/agent"]
+        return CliRunner().invoke(app, [*args, "--days", "0.1", *opts])
+
+    res = compare("--policy-opt", "k=2")  # the llm: loader takes k: it runs (and finds no agent)
+    assert res.exit_code == 2
+    assert "/no/agent/agent.json not found" in res.output
+    res = compare("--policy-opt", "temperature=1")
+    assert res.exit_code == 2
+    assert (
+        "unknown --policy-opt 'temperature': no listed policy (local-only, llm:/no/agent) takes "
+        "it; valid choices: base_url, data, k, max_new_tokens, scoring"
+    ) in " ".join(res.output.split())
+
+
 def test_agreement_with_the_teacher(tmp_path: Path) -> None:
     from greenroute.agent.dataset import record_text
 

@@ -247,7 +247,7 @@ def load_llm_policy(spec: str, **options) -> LLMGeoPolicy:
     return LLMGeoPolicy(rt, name, options)
 
 
-register_policy_prefix("llm", load_llm_policy)
+register_policy_prefix("llm", load_llm_policy, OPTIONS)
 
 
 # ------------------------------------------------------------------------- agreement

@@ -157,13 +157,18 @@ def options_per_policy(names: Iterable[str], options: Mapping[str, Any]) -> dict
 
     An option that no listed policy declares is an error listing the options they do declare;
     an unknown policy name is an error listing the policies."""
-    from greenroute.policies.registry import geo_policy_entry, policy_prefix
+    from greenroute.policies.registry import geo_policy_entry, policy_prefix, prefix_options
 
     names = list(names)
     declared: dict[str, set[str]] = {}
     for n in names:
-        if policy_prefix(n) is not None:  # rl:PATH, llm:PATH
-            declared[n] = set()
+        head = policy_prefix(n)
+        if head is not None:  # rl:PATH (no options), llm:PATH (its loader's)
+            if head == "llm":
+                # no [agent] extra: building the policy says so
+                with contextlib.suppress(ModuleNotFoundError):
+                    import greenroute.agent.policy  # noqa: F401  (registers llm:, its options)
+            declared[n] = set(prefix_options(head))
         else:
             declared[n] = {o.name for o in geo_policy_entry(n).options}
     every = sorted(set().union(*declared.values()))

@@ -36,18 +36,19 @@ from greenroute.core.errors import ConfigError
 def uniform_options(names: list[str], options: dict) -> dict:
     """``--policy-opt`` for a sweep: :func:`greenroute.bench.pareto.pareto_sweep` gives every
     policy the same options, so each option must be one that every listed policy takes."""
-    from greenroute.policies.registry import geo_policy_entry
+    from greenroute.policies.registry import geo_policy_entry, policy_prefix, prefix_options
+
+    def takes(n: str) -> set[str]:
+        head = policy_prefix(n)
+        if head is not None:
+            return set(prefix_options(head))
+        return {o.name for o in geo_policy_entry(n).options}
 
     per_policy = options_per_policy(names, options)
     for key in options:
         without = [n for n in names if key not in per_policy[n]]
         if without:
-            shared = set.intersection(
-                *(
-                    set() if n.startswith("rl:") else {o.name for o in geo_policy_entry(n).options}
-                    for n in names
-                )
-            )
+            shared = set.intersection(*(takes(n) for n in names))
             raise ConfigError(
                 f"--policy-opt {key!r} on pareto goes to every listed policy, and "
                 f"{', '.join(without)} {'does' if len(without) == 1 else 'do'} not take it "

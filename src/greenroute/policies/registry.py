@@ -20,8 +20,8 @@ def _load_heuristics() -> None:
 
 def _load_optimisers() -> None:
     # nsga2 imports its optional pymoo only when built (a clear error names the extra)
-    from greenroute.policies.optimize import admm, lp, nsga2  # noqa: F401
     from greenroute.policies.marlin import policy  # noqa: F401  (MARLIN, seed 001; torch lazily)
+    from greenroute.policies.optimize import admm, lp, nsga2  # noqa: F401
 
 
 def _load_baselines() -> None:
@@ -90,13 +90,23 @@ def _rl_extra(name: str) -> Any:
 # prefix -> loader(rest_of_name, **options): policies that live in a layer above (the LLM agent
 # registers ``llm:`` when greenroute.agent.policy is imported); ``rl:`` is built in below
 _PREFIX_LOADERS: dict[str, Callable[..., GeoPolicy]] = {}
+_PREFIX_OPTIONS: dict[str, tuple[str, ...]] = {"rl": ()}
 # prefixes whose plugin is known but may not be imported yet: what to import for them
 KNOWN_PREFIX_PLUGINS = {"llm": "greenroute.agent.policy (extra [agent])"}
 
 
-def register_policy_prefix(prefix: str, loader: Callable[..., GeoPolicy]) -> None:
-    """``make_geo_policy(f"{prefix}:REST", **options)`` calls ``loader(REST, **options)``."""
+def register_policy_prefix(
+    prefix: str, loader: Callable[..., GeoPolicy], options: tuple[str, ...] = ()
+) -> None:
+    """``make_geo_policy(f"{prefix}:REST", **options)`` calls ``loader(REST, **options)``;
+    ``options``: the option names the loader takes (what ``--policy-opt`` may give it)."""
     _PREFIX_LOADERS[prefix] = loader
+    _PREFIX_OPTIONS[prefix] = tuple(options)
+
+
+def prefix_options(prefix: str) -> tuple[str, ...]:
+    """The option names a prefixed policy (``rl:``, ``llm:``) takes; () if not registered."""
+    return _PREFIX_OPTIONS.get(prefix, ())
 
 
 def policy_prefix(name: str) -> str | None:
