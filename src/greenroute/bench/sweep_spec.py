@@ -8,6 +8,7 @@ A spec file (every key but ``scenarios`` and ``policies`` optional)::
       - local-only
       - lowest-carbon
       - {name: lp-mpc, options: {horizon: 24}, label: lp-mpc-h24}
+      - {name: 'rl:runs/teacher/t4/worker.zip', label: teacher}  # a saved RL model
     seeds: [0, 1, 2]              # a list of integers >= 0, or a count N (seeds 0..N-1)
     days: [1]                     # a number or a list of numbers > 0 (default: scenario's)
     weights: [balanced, {carbon: 1}]   # presets or mappings; default: the default weights
@@ -129,7 +130,13 @@ def _policies(where: str, raw: Any) -> list[tuple[str, dict, str]]:
             raise _fail(
                 where, f"unknown policy key(s) {unknown}; valid choices: {', '.join(POLICY_KEYS)}"
             )
-        name = _choice(where, "policy", item.get("name"), geo_policy_names())
+        pname = item.get("name")
+        if isinstance(pname, str) and pname.startswith("rl:"):  # a saved RL model
+            if item.get("options"):
+                raise _fail(where, f"policy {pname!r} (a saved RL model) takes no options")
+            out.append((pname, {}, str(item.get("label") or pname)))
+            continue
+        name = _choice(where, "policy", pname, geo_policy_names())
         options = item.get("options") or {}
         if not isinstance(options, dict):
             raise _fail(where, f"options of policy {name!r} must be a mapping, got {options!r}")

@@ -1,0 +1,305 @@
+"""Train every RL agent of the paper reproductions over several training seeds; mean ± 95 % CI.
+
+    python -m greenroute.bench.rl_spread --seeds 5 --data-dir ../shared/data \
+        [--budget reduced|full] [--parts lb,teacher] [--algos ppo,a2c,dqn] [--workers 2]
+        [--out runs/rl_spread]
+        [--lb-steps-nominal N] [--lb-steps-high N] [--manager-steps N] [--worker-steps N]
+        [--episodes 5] [--eval-days 7] [--seed-start 0]
+
+Agents, one training per seed ``seed_start .. seed_start + seeds - 1``:
+
+* ``lb``: seed 002 Tables I and II (PPO, A2C, DQN on ``lb-nominal`` and ``lb-highload``),
+  trained and evaluated by :mod:`greenroute.bench.load_balancing_tables` (``--seed s --jobs 1
+  --reuse --out OUT/lb/seed<s>``): each agent's metric is its mean over the same held-out
+  episodes; the classical baselines have no training seed, so their ± is over the episodes.
+* ``teacher``: the seed-000 expert (manager then worker, :mod:`greenroute.bench.rl_teacher`,
+  ``OUT/teacher/seed<s>``), evaluated with the sweep (:func:`greenroute.bench.sweep.run_sweep`,
+  local process pool, store ``OUT/store``) on ``geo3`` for ``--eval-days`` days (workload seed
+  0) beside ``local-only``: CO2 change against local-only (%) and SLO misses (%).
+
+Budgets (timesteps): ``full`` is seed 002's 200,000 (nominal) / 400,000 (high load) and the
+reported teacher's 600,000 manager / 120,000 worker steps; ``reduced`` is a tenth of seed 002's
+(20,000 / 40,000) and a twentieth of the teacher's (30,000 / 6,000), what fits on two shared
+cores in about an hour. Each ``--*-steps`` option overrides its budget. Training is resumable:
+a model already saved under ``OUT`` with the same settings is reused.
+
+Writes ``OUT/spread.csv`` (one row per agent x metric: n, mean, std, 95 % half-width, bounds,
+the per-seed values), ``OUT/verdicts.csv`` (each agent against each classical baseline) and
+``OUT/spread.txt`` (the printed tables). A headline such as "PPO beats Least Loaded" is printed
+only where the 95 % interval of the difference excludes 0 (:mod:`greenroute.bench.rl_spread_stats`).
+MARLIN (seed 001) learns online inside a run, not from a saved training; it is not covered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from greenroute.bench import load_balancing_tables as lbt
+from greenroute.bench.rl_spread_stats import Interval, headline, t_interval, verdict
+from greenroute.core.errors import ConfigError
+
+BUDGETS = {
+    "full": {"lb_nominal": 200_000, "lb_high": 400_000, "manager": 600_000, "worker": 120_000},
+    "reduced": {"lb_nominal": 20_000, "lb_high": 40_000, "manager": 30_000, "worker": 6_000},
+}
+PARTS = ("lb", "teacher")
+LB_AGENTS = lbt.ALGOS
+LB_BASELINES = ("round-robin", "least-connections", "least-loaded")
+LB_LOWER_IS_BETTER = {"cumulative_reward": False, "avg_response_time_s": True,
+                      "avg_queue_len": True, "slo_violation_pct": True}  # fmt: skip
+TEACHER_SCENARIO = "geo3"
+TEACHER_METRICS = {"carbon_vs_local_pct": 2, "slo_violation_pct": 3, "carbon_kg": 0}
+CSV_FIELDS = ("part", "scenario", "agent", "metric", "over", "n", "mean", "std", "ci95_half",
+              "ci95_lo", "ci95_hi", "values", "steps")  # fmt: skip
+
+
+def _run(cmd: list[str], log: Path) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as fh:
+        r = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False)
+    if r.returncode != 0:
+        raise ConfigError(f"{' '.join(cmd[:4])} ... failed (exit {r.returncode}); see {log}")
+
+
+def lb_job(out: Path, seed: int, b: dict, data_dir: str | None, episodes: int, algos: str) -> Path:
+    """Train (or reuse) and evaluate seed 002's agents for one seed; returns results.json."""
+    d = out / "lb" / f"seed{seed}"
+    cmd = [sys.executable, "-m", "greenroute.bench.load_balancing_tables",
+           "--steps-nominal", str(b["lb_nominal"]), "--steps-high", str(b["lb_high"]),
+           "--seed", str(seed), "--jobs", "1", "--reuse", "--episodes", str(episodes),
+           "--out", str(d)]  # fmt: skip
+    if algos != ",".join(lbt.ALGOS):
+        cmd += ["--algos", algos]
+    if data_dir is not None:
+        cmd[3:3] = ["--data-dir", data_dir]
+    _run(cmd, out / "logs" / f"lb-seed{seed}.log")
+    return d / "results.json"
+
+
+def _teacher_done(d: Path, seed: int, b: dict) -> bool:
+    try:
+        m = json.loads((d / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+    steps = [(s["name"], s["steps"]) for s in m.get("stages", [])]
+    return (m.get("seed") == seed and m.get("n_envs") == 1
+            and steps == [("manager", b["manager"]), ("worker", b["worker"])]
+            and (d / "worker.zip").is_file())  # fmt: skip
+
+
+def teacher_job(out: Path, seed: int, b: dict, data_dir: str | None) -> Path:
+    """Train (or reuse) the seed-000 expert for one seed; returns its worker.zip."""
+    d = out / "teacher" / f"seed{seed}"
+    if not _teacher_done(d, seed, b):
+        cmd = [sys.executable, "-c", "from greenroute.cli import main; main()", "train-teacher",
+               "--out", str(d), "--scenario", TEACHER_SCENARIO,
+               "--manager-steps", str(b["manager"]), "--worker-steps", str(b["worker"]),
+               "--seed", str(seed), "--n-envs", "1"]  # fmt: skip
+        if data_dir is not None:
+            cmd += ["--data-dir", data_dir]
+        _run(cmd, out / "logs" / f"teacher-seed{seed}.log")
+    return d / "worker.zip"
+
+
+def _row(part, scenario, agent, metric, over, iv: Interval, values, steps) -> dict:
+    return {"part": part, "scenario": scenario, "agent": agent, "metric": metric, "over": over,
+            "n": iv.n, "mean": iv.mean, "std": iv.std, "ci95_half": iv.half, "ci95_lo": iv.lo,
+            "ci95_hi": iv.hi, "values": ";".join(f"{v:.6g}" for v in values),
+            "steps": steps}  # fmt: skip
+
+
+def summarise_lb(results: list[dict], b: dict) -> tuple[list[dict], list[dict], str]:
+    """Spread rows, verdict rows and the printed tables from each seed's results.json."""
+    rows, verdicts, texts = [], [], []
+    steps = {"lb-nominal": b["lb_nominal"], "lb-highload": b["lb_high"]}
+    for sc in lbt.SCENARIOS:
+        res = [r["scenarios"][sc]["results"] for r in results]
+        lines = [f"{lbt.SCENARIOS[sc]} ({sc}): {len(res)} training seeds x {steps[sc]:,d} steps; "
+                 "agents: mean ± 95 % CI over training seeds (each seed's value = mean over "
+                 f"{len(res[0][LB_BASELINES[0]]['avg_response_time_s']['episodes'])}"
+                 " held-out episodes); baselines: over those episodes"]  # fmt: skip
+        head = f"  {'Agent':<17}" + "".join(f" | {lbt.HEADS[k]:>18}" for k in lbt.METRICS)
+        lines += [head, "  " + "-" * (len(head) - 2)]
+        ivs: dict[str, dict[str, Interval]] = {}
+        for name in (*LB_AGENTS, *lbt.BASELINE_ORDER):
+            if name not in res[0]:
+                continue
+            ivs[name] = {}
+            cells = []
+            for k in lbt.METRICS:
+                if name in LB_AGENTS:
+                    vals = [r[name][k]["mean"] for r in res]
+                    over, st = "training seeds", steps[sc]
+                else:
+                    vals = res[0][name][k]["episodes"]  # no training: same on every seed
+                    over, st = "eval episodes", 0
+                iv = t_interval(vals)
+                ivs[name][k] = iv
+                rows.append(_row("lb", sc, name, k, over, iv, vals, st))
+                cells.append(f" | {iv.fmt(lbt.DIGITS[k]):>18}")
+            lines.append(f"  {lbt.LABELS[name]:<17}" + "".join(cells))
+        for a in (x for x in LB_AGENTS if x in ivs):
+            for base in LB_BASELINES:
+                for k in ("avg_response_time_s", "slo_violation_pct", "cumulative_reward"):
+                    diff = ivs[a][k].shifted(res[0][base][k]["mean"])
+                    lower = LB_LOWER_IS_BETTER[k]
+                    verdicts.append({"part": "lb", "scenario": sc, "agent": a, "baseline": base,
+                                     "metric": k, "n": diff.n, "diff_mean": diff.mean,
+                                     "diff_lo": diff.lo, "diff_hi": diff.hi,
+                                     "verdict": verdict(diff, lower)})  # fmt: skip
+                    if k != "cumulative_reward" and (a, base) == ("ppo", "least-loaded"):
+                        lines.append("  " + headline("PPO", "Least Loaded", lbt.HEADS[k], diff,
+                                                     lower))  # fmt: skip
+        texts.append("\n".join(lines))
+    return rows, verdicts, "\n\n".join(texts)
+
+
+def summarise_teacher(frame, b: dict, days: float) -> tuple[list[dict], list[dict], str]:
+    """Spread of the seed-000 expert's geo3 metrics over training seeds (sweep store rows)."""
+    base = frame[frame["label"] == "local-only"]
+    if base.empty:
+        raise ConfigError("the teacher sweep has no local-only cell")
+    local_c = float(base["carbon_kg"].iloc[0])
+    local_slo = float(base["slo_violation_pct"].iloc[0])
+    agents = frame[frame["label"] != "local-only"].sort_values("label")
+    vals = {
+        "carbon_vs_local_pct": ((agents["carbon_kg"] / local_c - 1.0) * 100.0).tolist(),
+        "slo_violation_pct": agents["slo_violation_pct"].astype(float).tolist(),
+        "carbon_kg": agents["carbon_kg"].astype(float).tolist(),
+    }
+    steps = f"{b['manager']}+{b['worker']}"
+    rows, lines = (
+        [],
+        [
+            f"Seed-000 expert on {TEACHER_SCENARIO}, {days:g} days, workload seed 0: "
+            f"{len(agents)} training seeds x ({b['manager']:,d} manager + {b['worker']:,d} worker "
+            f"steps); local-only: {local_c:,.0f} kg CO2, {local_slo:.3f} % SLO misses"
+        ],
+    )
+    ivs = {}
+    for k, digits in TEACHER_METRICS.items():
+        ivs[k] = iv = t_interval(vals[k])
+        rows.append(_row("teacher", TEACHER_SCENARIO, "teacher", k, "training seeds", iv,
+                         vals[k], steps))  # fmt: skip
+        lines.append(f"  {k:<22} {iv.fmt(digits):>20}   per seed: "
+                     + ", ".join(f"{v:.{digits}f}" for v in vals[k]))  # fmt: skip
+    verdicts = []
+    pairs = (
+        ("carbon_kg", ivs["carbon_vs_local_pct"]),
+        ("slo_violation_pct", ivs["slo_violation_pct"].shifted(local_slo)),
+    )
+    for k, diff in pairs:
+        verdicts.append({"part": "teacher", "scenario": TEACHER_SCENARIO, "agent": "teacher",
+                         "baseline": "local-only", "metric": k, "n": diff.n,
+                         "diff_mean": diff.mean, "diff_lo": diff.lo, "diff_hi": diff.hi,
+                         "verdict": verdict(diff, True)})  # fmt: skip
+        lines.append("  " + headline("the expert", "local-only", k, diff, True))
+    return rows, verdicts, "\n".join(lines)
+
+
+def teacher_sweep(out: Path, models: dict[int, Path], data_dir, days, workers, b):
+    """Evaluate the trained experts with the sweep; returns their store rows."""
+    from greenroute.bench.store import ResultStore
+    from greenroute.bench.sweep import run_sweep
+    from greenroute.bench.sweep_spec import parse_spec
+
+    name = f"rl-spread-teacher-m{b['manager']}-w{b['worker']}-d{days:g}"
+    pols = ["local-only"] + [{"name": f"rl:{p.resolve()}", "label": f"teacher-seed{s}"}
+                             for s, p in sorted(models.items())]  # fmt: skip
+    raw = {"name": name, "scenarios": [TEACHER_SCENARIO], "policies": pols, "seeds": [0],
+           "days": [days]}  # fmt: skip
+    if data_dir is not None:
+        raw["data_dir"] = str(Path(data_dir).resolve())
+    spec = parse_spec(raw, where="rl_spread")
+    # one store per budget: a cell's key is its model path, which a new budget retrains
+    store = ResultStore(out / f"store-m{b['manager']}-w{b['worker']}")
+    summary = run_sweep(spec, store=store, backend="local", workers=workers)
+    if summary.failures:
+        raise ConfigError(f"teacher sweep: {len(summary.failures)} failed: {summary.failures[0]}")
+    return store.runs(sweep=name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m greenroute.bench.rl_spread",
+                                 description=__doc__.split("\n\n")[0])  # fmt: skip
+    ap.add_argument("--seeds", type=int, default=5, help="training seeds (>= 2)")
+    ap.add_argument("--seed-start", type=int, default=0)
+    ap.add_argument("--budget", choices=tuple(BUDGETS), default="reduced")
+    ap.add_argument("--lb-steps-nominal", type=int, default=None)
+    ap.add_argument("--lb-steps-high", type=int, default=None)
+    ap.add_argument("--manager-steps", type=int, default=None)
+    ap.add_argument("--worker-steps", type=int, default=None)
+    ap.add_argument("--parts", default=",".join(PARTS))
+    ap.add_argument("--algos", default=",".join(lbt.ALGOS), help="seed 002 agents to train")
+    ap.add_argument("--workers", type=int, default=2, help="trainings in parallel")
+    ap.add_argument("--episodes", type=int, default=5)
+    ap.add_argument("--eval-days", type=float, default=7.0)
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--out", default="runs/rl_spread")
+    args = ap.parse_args(argv)
+    if args.seeds < 2:
+        raise ConfigError(f"--seeds must be >= 2 for a confidence interval, got {args.seeds}")
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    bad = sorted(set(parts) - set(PARTS))
+    if bad or not parts:
+        raise ConfigError(f"unknown --parts {bad or parts}; valid choices: {', '.join(PARTS)}")
+    b = dict(BUDGETS[args.budget])
+    for key, opt in (("lb_nominal", args.lb_steps_nominal), ("lb_high", args.lb_steps_high),
+                     ("manager", args.manager_steps), ("worker", args.worker_steps)):  # fmt: skip
+        if opt is not None:
+            b[key] = opt
+    from greenroute.data.paths import resolve_data_dir
+
+    d = resolve_data_dir(args.data_dir)
+    data_dir = None if d is None else str(d)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = list(range(args.seed_start, args.seed_start + args.seeds))
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
+        lb_f = {s: pool.submit(lb_job, out, s, b, data_dir, args.episodes, args.algos)
+                for s in seeds if "lb" in parts}  # fmt: skip
+        t_f = {s: pool.submit(teacher_job, out, s, b, data_dir)
+               for s in seeds if "teacher" in parts}  # fmt: skip
+        lb_paths = {s: f.result() for s, f in lb_f.items()}
+        t_paths = {s: f.result() for s, f in t_f.items()}
+    train_wall = time.perf_counter() - t0
+    rows, verdicts, texts = [], [], []
+    if lb_paths:
+        results = [json.loads(lb_paths[s].read_text()) for s in seeds]
+        r, v, t = summarise_lb(results, b)
+        rows += r
+        verdicts += v
+        texts.append(t)
+    if t_paths:
+        frame = teacher_sweep(out, t_paths, data_dir, args.eval_days, args.workers, b)
+        r, v, t = summarise_teacher(frame, b, args.eval_days)
+        rows += r
+        verdicts += v
+        texts.append(t)
+    texts.append(f"Seeds {seeds}; training + evaluation wall time {train_wall:.0f} s with "
+                 f"{args.workers} workers; per-seed logs in {out / 'logs'}")  # fmt: skip
+    with (out / "spread.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    if verdicts:
+        with (out / "verdicts.csv").open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(verdicts[0]))
+            w.writeheader()
+            w.writerows(verdicts)
+    text = "\n\n".join(texts)
+    (out / "spread.txt").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
