@@ -27,6 +27,7 @@ from greenroute.serve.upstreams import UpstreamPool
 LOG = logging.getLogger("greenroute.serve")
 ORIGIN_HEADER = "x-greenroute-origin"
 CLASS_HEADER = "x-greenroute-class"
+KEEPALIVE_PER_UPSTREAM = 32  # idle connections kept per upstream (engineering choice)
 
 
 class Gateway:
@@ -56,7 +57,8 @@ class Gateway:
         self.coord.apply = self.replan
         self.origin_by_header = {o.header_value: i for i, o in enumerate(cfg.origins)}
         self.origin_index = {o: i for i, o in enumerate(cfg.origin_names)}
-        self.client = None  # httpx.AsyncClient, opened in start()
+        self.client = None  # httpx.AsyncClient (health checks), opened in start()
+        self.clients: list = []  # one httpx.AsyncClient per upstream (requests), in start()
         self._tasks: list[asyncio.Task] = []
         for up in self.pool.upstreams:
             self.metrics.healthy.labels(cfg.region_names[up.region], up.name).set(1)
@@ -71,6 +73,15 @@ class Gateway:
                                 write=pol.read_timeout_s, pool=pol.connect_timeout_s)  # fmt: skip
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
         self.client = httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False)
+        # one connection pool per upstream, its idle connections bounded: httpcore scans
+        # every connection of a pool per request (and polls each idle one), so one shared pool
+        # costs CPU per request in proportion to all upstreams' connections
+        self.clients = [
+            httpx.AsyncClient(timeout=timeout, trust_env=False, limits=httpx.Limits(
+                max_connections=None,
+                max_keepalive_connections=min(up.cfg.capacity, KEEPALIVE_PER_UPSTREAM)))
+            for up in self.pool.upstreams
+        ]  # fmt: skip
         self._tasks = [asyncio.create_task(self._epoch_loop()),
                        asyncio.create_task(self.pool.health_loop(self.client))]  # fmt: skip
         if self.shared.distributed:
@@ -87,6 +98,8 @@ class Gateway:
         self.deferrals.release_all()  # held requests go out now rather than be dropped
         if self.client is not None:
             await self.client.aclose()
+        for c in self.clients:
+            await c.aclose()
         self.log.close()
         self.shared.close()  # a leader lets go of its lock
         for prov in self.hub.providers:  # the live API clients' connections

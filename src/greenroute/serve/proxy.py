@@ -245,11 +245,10 @@ def _upstream_request(ctx: _Ctx, choice: Choice, body: bytes) -> httpx.Request:
     key = up.cfg.api_key()
     if key:
         headers["authorization"] = f"Bearer {key}"
-    assert ctx.gw.client is not None
     url = _URLS.get((up.cfg.url, ctx.endpoint))
     if url is None:  # parsed once per upstream and endpoint
         url = _URLS[(up.cfg.url, ctx.endpoint)] = httpx.URL(up.cfg.url + ctx.endpoint)
-    return ctx.gw.client.build_request("POST", url, content=body, headers=headers)
+    return ctx.gw.clients[up.index].build_request("POST", url, content=body, headers=headers)
 
 
 _URLS: dict[tuple[str, str], httpx.URL] = {}
@@ -269,7 +268,8 @@ async def _attempt(ctx: _Ctx, choice: Choice, check: RuleCheck, body: bytes) -> 
     done = False
     try:
         try:
-            resp = await gw.client.send(_upstream_request(ctx, choice, body), stream=True)
+            req = _upstream_request(ctx, choice, body)
+            resp = await gw.clients[up.index].send(req, stream=True)
         except httpx.TimeoutException as err:
             raise _UpstreamFailedError("timeout", repr(err)) from None
         except httpx.HTTPError as err:
