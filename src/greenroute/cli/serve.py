@@ -125,3 +125,37 @@ def replay(
         sys.stdout.write(table.reset_index().to_json(orient="records", indent=2) + "\n")
         return
     sys.stdout.write(table.to_string(float_format=lambda v: f"{v:.6g}") + "\n")
+
+
+@app.command()
+@user_errors
+def explain(
+    decision_id: Annotated[str, typer.Argument(help="the x-greenroute-decision-id of a request")],
+    log: Annotated[
+        Path | None, typer.Option("--log", "-l", help="the gateway's decision log (JSONL)")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="the gateway's YAML config (its decision_log.path)"),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print the log record as JSON")] = False,
+) -> None:
+    """Why the gateway routed one request where it did (from its decision log)."""
+    from greenroute.serve.explain import explain_record, find_decision
+
+    if log is None and config is None:
+        raise ConfigError("give the decision log: --log PATH, or --config gateway.yaml")
+    if log is None:
+        _need_serve_extra()
+        from greenroute.serve.config import load_config
+
+        log = load_config(config).decision_log
+        if log is None:
+            raise ConfigError(f"{config} has no decision_log.path; pass --log PATH")
+    rec = find_decision(log, decision_id)
+    if json_out:
+        import json
+
+        sys.stdout.write(json.dumps(rec, indent=2) + "\n")
+        return
+    sys.stdout.write(explain_record(rec) + "\n")
