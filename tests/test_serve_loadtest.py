@@ -42,6 +42,12 @@ def test_report_counts_lost_requests_violations_and_phases():
     assert r["phases"]["before"]["latency_ms_p50"] == pytest.approx(1.5)  # 1 ms and 2 ms
     assert r["gateway_cpu_ms_per_request"] == 100.0
     assert r["answered_by_killed_region_while_down"] == 0  # no kill time given: none counted
+    from greenroute.bench.perf_loadtest import rows
+
+    (_, served, _), (_, overhead, _), (_, rss, _) = rows(r)
+    assert served == "1 req/s answered (sent at 1/s), 2 lost, 1 + 0 rule violations"
+    assert overhead.startswith("0.100 / 0.100 ms; 0.050 / 0.050 ms CPU; 100.00 ms process")
+    assert rss == "100 / nan / nan MB"
     res = _res(status, region, origin) | {"down_s": [0.5, 4.0]}
     r = _again(res)
     assert r["answered_by_killed_region_while_down"] == 0  # request 0 (DE-LU) was sent at 0 s

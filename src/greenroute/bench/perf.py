@@ -286,6 +286,7 @@ def main() -> None:
         "greenroute.bench.partition_ray", "--scenario", "geo10", "--days", "0.02",
         *(["--data-dir", str(data)] if data else []),
     )  # fmt: skip
+    figures["loadtest"] = _unpinned("greenroute.serve.loadtest")  # the gateway, 500 req/s x 60 s
     if args.json:
         print(json.dumps(figures, indent=2))
         return
@@ -340,6 +341,9 @@ def main() -> None:
          + (f"{p['projected_31d_64_cores_s'] / 60:.0f} min" if p["projected_31d_64_cores_s"]
             else "n/a"), ""),
     ]  # fmt: skip
+    from greenroute.bench.perf_loadtest import rows as loadtest_rows
+
+    rows += loadtest_rows(figures["loadtest"])
     width = max(len(a) for a, _, _ in rows)
     print(f"{'figure'.ljust(width)}  value  [bar]")
     for label, value, bar in rows:
