@@ -54,6 +54,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--data-dir", default=None, help="real data (default $GREENROUTE_DATA_DIR)")
     ap.add_argument("--scenario", default="gcos")
     ap.add_argument("--hours", type=float, default=None, help="override the scenario's hours")
+    ap.add_argument("--tasks-per-hour", type=float, default=None, help="override the load")
     ap.add_argument("--train-steps", type=int, default=60_000, help="agent transitions / model")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--policies", default=",".join(GCOS_POLICY_NAMES))
@@ -69,7 +70,9 @@ def run(args: argparse.Namespace) -> dict:
     for n in names:
         if n not in GCOS_POLICY_NAMES:
             raise UnknownNameError("gcos policy", n, GCOS_POLICY_NAMES)
-    opts = {"seed": args.seed} | ({"hours": args.hours} if args.hours else {})
+    opts: dict = {"seed": args.seed} | ({"hours": args.hours} if args.hours else {})
+    if args.tasks_per_hour:
+        opts["tasks_per_hour"] = args.tasks_per_hour
     sc = get_gcos_scenario(args.scenario, **opts)
     data_dir = resolve_data_dir(args.data_dir)
     weights = Weights.of(sc)
