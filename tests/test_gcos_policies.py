@@ -103,3 +103,17 @@ def test_lp_respects_a_binding_capacity(sim, pred):
     free.reset(sim)
     free.decide(sim)
     assert (est @ free.last_x).max() > est.sum() / 3.0
+
+
+def test_diptree_backend_reads_the_upper_quantile(sim):
+    from greenroute.policies.gcos.diptree import DiPTree, task_features
+
+    rows = sim.trace.iloc[:4000]
+    p = ExecPredictor("diptree", quantile=0.9).fit(rows)
+    assert p.backend == "diptree"
+    tree = DiPTree(quantiles=(0.5, 0.9)).fit(task_features(rows), rows["exec_time_seconds"])
+    q = tree.predict_quantiles(task_features(sim.tasks.trace_rows))
+    np.testing.assert_array_equal(p.predict(sim.tasks.trace_rows), q[:, 1])
+    est = task_exec_estimates(sim, p)
+    data_s = sim.cat.data_gb[sim.tasks.data] * sim.sc.process_s_per_gb
+    np.testing.assert_allclose(est, q[:, 1] + data_s, rtol=1e-12)
