@@ -198,7 +198,7 @@ def run_cell(cell: Cell) -> dict:
         _PREPARED[key] = prepare_checked(
             _scenario(cell.scenario), seed=cell.seed, data_dir=cell.data_dir, days=cell.hours / 24
         )[0]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     res = run_prepared(
         _PREPARED[key],
         cell.policy,
@@ -214,6 +214,7 @@ def run_cell(cell: Cell) -> dict:
         "n_dc": int(cell.scenario.removeprefix("marlin")),
         **{k: float(m[k]) for k in (*METRIC_KEYS, "slo_violation_pct", "requests_dropped")},
         "wall_s": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - c0,  # this process's CPU: the cost on a quiet machine
         "input_files_sha256": res.manifest.get("input_files_sha256", {}),
     }
 
@@ -284,7 +285,7 @@ def reproduce(cfg: Config, out: Path, log=print) -> dict:
         "input_files_sha256": checksums,
         "wall_s": round(wall, 1),
         "cells": df[
-            ["scenario", "policy", "options", "weights", "tag", "seed", "hours", "wall_s"]
+            ["scenario", "policy", "options", "weights", "tag", "seed", "hours", "wall_s", "cpu_s"]
         ].to_dict(orient="records"),
         "files": written,
     }
