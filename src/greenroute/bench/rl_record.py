@@ -3,9 +3,16 @@
 Each epoch the policy plans as usual; the recorder encodes what the seed-000 agents would
 have seen and done: per origin a *manager* row (Table 3 observation, action = the region that
 received most of the origin's interactive work, also the full routing row) and a *worker*
-row (Table 4 observation, action 1 = execute / 0 = defer, from the hold share), with the shared
-reward of seed 000 eq. 1 for that epoch. These are the expert trajectories the LLM copilot is
-distilled from.
+row (Table 4 observation, action 1 = execute / 0 = defer), with the shared reward of seed 000
+eq. 1 for that epoch. These are the expert trajectories the LLM copilot is distilled from.
+
+A policy that exposes its agents' own actions (the RL expert's ``last_actions``: the Managers'
+destinations and the Workers' defer flags of its last plan) is recorded with those: with the
+``headroom`` release rule an *executing* worker can still keep most of its pool held (it
+releases only what the destination absorbs), so the hold share does not tell its decision.
+Other policies: the manager action is the region that received most of the origin's
+interactive work and the worker *executes* when the plan holds less than half of the origin's
+deferrable work.
 """
 
 from __future__ import annotations
@@ -49,8 +56,9 @@ def record(
         assigned = np.zeros(obs.n_regions)
         mgr_rows, wrk_rows = [], []
         hold = np.zeros(obs.n_origins) if plan.hold is None else np.asarray(plan.hold)
+        acts = getattr(geo, "last_actions", None)  # (destinations [O], defer flags [O])
         for o, origin in enumerate(obs.origins):
-            dest = int(np.argmax(plan.route[0, o]))
+            dest = int(acts[0][o]) if acts is not None else int(np.argmax(plan.route[0, o]))
             mgr_rows.append({
                 "agent": f"manager_{origin}", "role": "manager",
                 "obs": F.manager_obs(obs, o, assigned).tolist(), "action": dest,
@@ -61,7 +69,8 @@ def record(
             wrk_rows.append({
                 "agent": f"worker_{origin}", "role": "worker",
                 "obs": F.worker_obs(obs, j, core.memory).tolist(),
-                "action": int(hold[o] < 0.5), "route": plan.route[1, o].tolist(),
+                "action": int(not acts[1][o]) if acts is not None else int(hold[o] < 0.5),
+                "route": plan.route[1, o].tolist(),
                 "hold": float(hold[o]),
             })  # fmt: skip
         out = core.step_plan(plan)
