@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from greenroute.constraints import ConstraintSet
+from greenroute.constraints import ConstraintSet, Exclusion
 from greenroute.core.types import ClusterInfo, ObjectiveWeights, Observation
 from greenroute.policies.baselines import SEED001_BASELINES
 from greenroute.policies.baselines.common import ECO_GAIN, Reward, local_route
@@ -101,17 +101,19 @@ def test_the_eight_baselines_are_registered():
 
 @pytest.mark.parametrize("name", [n for n in SEED001_BASELINES if n != "nsga2"])
 def test_baseline_plans_are_valid_and_respect_exclusions(name):
-    allowed = np.ones((2, N, N), bool)
-    allowed[:, 0, 1] = False  # origin A may not use B
-    allowed[:, 2, 0] = False  # origin C may not use A
+    # region B excluded for the whole run, origin C resident in {B, C}: only C remains for it
+    cs = ConstraintSet(exclusions=(Exclusion("B"),), residency={"C": frozenset({"B", "C"})})
     p = built(name)
     for e in range(4):  # several epochs: the learners update from epoch 1 on
-        obs = make_obs(demand=(30.0, 50.0, 20.0 + 10 * e), allowed=allowed, epoch=e)
-        route = p.plan(obs).route
-        assert route.shape == (2, N, N)
-        assert np.allclose(route.sum(axis=2), 1.0)
-        assert (route >= 0).all()
-        assert (route[:, 0, 1] == 0).all() and (route[:, 2, 0] == 0).all()
+        obs = make_obs(demand=(30.0, 50.0, 20.0 + 10 * e), epoch=e)
+        allowed = cs.allowed_mask(REGIONS, REGIONS, obs.time_s, obs.time_s + 900.0, LAT)
+        obs = replace(obs, allowed=allowed, constraints=cs)
+        plan = p.plan(obs)
+        assert plan.route.shape == (2, N, N)
+        assert np.allclose(plan.route.sum(axis=2), 1.0)
+        assert (plan.route >= 0).all()
+        assert (plan.route[:, :, 1] == 0).all() and (plan.route[:, 2, 2] == 1).all()
+        cs.validate(plan.route, plan.hold, plan.power_cap_kw, REGIONS, REGIONS, allowed, e)
 
 
 def test_helix_flow_is_maximal_within_capacity_and_cheapest():
