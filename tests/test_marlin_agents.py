@@ -3,6 +3,8 @@ buffer split, FiLM at initialisation, the action -> plan map and a deterministic
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -16,14 +18,29 @@ GOALS = np.eye(4, dtype=np.float32)
 
 def test_reward_terms_by_hand():
     # carbon agent (w = e_1): x = (1.1, 0.8, 1.0, 0.9), EMA ratios (1, 1, 1, 1)
-    # metric = 1 / 0.8 = 1.25; EMA = 0.5 x (1 - 0.8) = 0.1; ECO = 0.05 x 0.5 = 0.025;
-    # penalty = 5 x 0.01 = 0.05 -> r = 1.325
+    # metric = 1 / 0.8 - 1 = 0.25; EMA = 0.5 x (1 - 0.8) = 0.1; ECO = 0.05 x 0.5 = 0.025;
+    # penalty = 5 x 0.01 = 0.05 -> r = 0.325, x the reward scale 10
     x = np.array([1.1, 0.8, 1.0, 0.9])
     r = R.reward(x, GOALS[1], np.ones(4), eco=0.5, sla=0.01)
-    assert r == pytest.approx(1.325, abs=1e-12)
-    # balanced weights 0.25 each, no EMA gain, no ECO, no penalty: mean of 1 / x
-    r = R.reward(x, np.full(4, 0.25), x, eco=0.0, sla=0.0)
-    assert r == pytest.approx(0.25 * (1 / 1.1 + 1 / 0.8 + 1 + 1 / 0.9), abs=1e-12)
+    assert r == pytest.approx(3.25, abs=1e-12)
+    # balanced weights 0.25 each, no EMA gain, no ECO, no penalty: mean of 1 / x - 1 (scale 1)
+    r = R.reward(x, np.full(4, 0.25), x, eco=0.0, sla=0.0, cfg=R.RewardConfig(scale=1.0))
+    assert r == pytest.approx(0.25 * (1 / 1.1 + 1 / 0.8 + 1 + 1 / 0.9) - 1.0, abs=1e-12)
+
+
+def test_overload_by_hand():
+    # two origins (10 and 20 slot-s/s of demand), two DCs of 20 slots; DC 1 carries
+    # 1800 slot-s of backlog = 2 slots over a 900 s epoch. Local routing: u = (0.5, 1.1);
+    # above 0.9: (0, 0.2), weighted by capacity: 20 x 0.2 / 40 = 0.1
+    obs = SimpleNamespace(
+        demand_rps=np.array([[[10.0, 20.0]]]), slot_s_per_request=np.array([[1.0, 1.0]]),
+        capacity_slots=np.array([20.0, 20.0]), backlog_slot_s=np.array([0.0, 1800.0]),
+        epoch_s=900.0,
+    )  # fmt: skip
+    assert R.overload(np.eye(2), obs, 0.9) == pytest.approx(0.1, abs=1e-12)
+    # origin 1 sent to DC 0: loads (30, 0) + backlog (0, 2): u = (1.5, 0.1) -> 20 x 0.6 / 40
+    route = np.array([[1.0, 0.0], [1.0, 0.0]])
+    assert R.overload(route, obs, 0.9) == pytest.approx(0.3, abs=1e-12)
 
 
 def test_consolidation_herfindahl():
@@ -39,14 +56,15 @@ def test_consolidation_herfindahl():
 
 
 def test_ratios_and_sla_share():
-    assert R.ratios(np.array([2.0, 0.0, 3.0, 1.0]), np.array([4.0, 1.0, 0.0, 2.0])).tolist() == [
-        0.5, 1e-3, 1.0, 0.5,
-    ]  # fmt: skip
+    got = R.ratios(np.array([2.0, 0.0, 3.0, 1.0]), np.array([4.0, 1.0, 0.0, np.nan]))
+    assert got.tolist() == [0.5, 0.05, 1.0, 1.0]  # floor 0.05; no finite reference -> 1
+    # nothing served: TTFT NaN -> inf -> the ceiling, not a free 0
+    fig = SimpleNamespace(ttft_mean_s=float("nan"), carbon_kg=1.0, water_m3=2.0, cost_usd=3.0)
+    x = R.ratios(R.figures_vector(fig), np.array([0.5, 1.0, 1.0, 1.0]))
+    assert x.tolist() == [10.0, 1.0, 2.0, 3.0]
 
-    class Fig:
-        interactive_requests, slo_misses, dropped = 90.0, 5.0, 10.0
-
-    assert R.sla_share(Fig) == pytest.approx(0.15)
+    fig = SimpleNamespace(interactive_requests=90.0, slo_misses=5.0, dropped=10.0)
+    assert R.sla_share(fig) == pytest.approx(0.15)
 
 
 def _batch(x: np.ndarray, w: np.ndarray) -> Batch:
@@ -62,11 +80,17 @@ def _batch(x: np.ndarray, w: np.ndarray) -> Batch:
 def test_her_relabels_with_the_achieved_goal():
     # sample 0 is best (relative to the epoch's mean) on water, sample 1 on TTFT
     x = np.array([[1.0, 1.0, 0.5, 1.0], [0.5, 1.0, 1.0, 1.0]])
-    out = her_relabel(_batch(x, GOALS[1]), GOALS, 4, np.random.default_rng(0), her_ratio=1.0)
+    rng = np.random.default_rng(0)
+    out = her_relabel(_batch(x, GOALS[1]), GOALS, 4, rng, her_ratio=1.0, her_mix=1.0)
     assert out.w.tolist() == [GOALS[2].tolist(), GOALS[0].tolist()]
     assert out.z[:, :4].tolist() == out.w.tolist()
-    # reward recomputed: 1 / 0.5 + EMA 0.5 x (1 - 0.5) = 2.25 for both
-    assert out.r == pytest.approx([2.25, 2.25])
+    # reward recomputed: 10 x ((1 / 0.5 - 1) + EMA 0.5 x (1 - 0.5)) = 12.5 for both
+    assert out.r == pytest.approx([12.5, 12.5])
+    # mixed goals: half the achieved goal, half the agent's own (carbon, where x = 1)
+    out = her_relabel(_batch(x, GOALS[1]), GOALS, 4, rng, her_ratio=1.0, her_mix=0.5)
+    assert out.w.tolist() == [[0, 0.5, 0.5, 0], [0.5, 0.5, 0, 0]]
+    # 10 x (0.5 x (1 / 0.5 - 1) + 0.5 x 0.5 x (1 - 0.5)) = 6.25
+    assert out.r == pytest.approx([6.25, 6.25])
     # ratio 0: nothing relabelled, the original weights kept
     same = her_relabel(_batch(x, GOALS[1]), GOALS, 4, np.random.default_rng(0), her_ratio=0.0)
     assert same.w.tolist() == [GOALS[1].tolist()] * 2

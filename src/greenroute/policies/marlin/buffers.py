@@ -8,7 +8,9 @@ sampling split", read in the order the buffers are named).
 HER (Andrychowicz et al. 2017, the paper's [29]) relabels a transition with a goal it did
 achieve. MARLIN's goals are the agents' objective weights (the FiLM conditioning), so a sample
 is relabelled with the weights of the objective on which its plan did best among the epoch's
-candidates (the smallest ratio to the epoch's mean; the "achieved goal"), with probability
+candidates (the smallest ratio to the epoch's mean; the "achieved goal") mixed with the agent's
+own, ``her_mix * e_achieved + (1 - her_mix) * w`` (0.5: a pure achieved goal pulled a single-
+objective agent's actor toward the other objectives on marlin8), with probability
 ``her_ratio`` (0.8: HER's ``k = 4`` future goals per real one); the reward is recomputed from
 the stored objective ratios (:func:`greenroute.policies.marlin.reward.reward`), which is why
 samples keep their ratios, consolidation and SLA share.
@@ -91,6 +93,7 @@ def her_relabel(
     rng: np.random.Generator,
     her_ratio: float = 0.8,
     cfg: RewardConfig = RewardConfig(),
+    her_mix: float = 0.5,
 ) -> Batch:
     """Line 15: a copy of ``batch`` (one epoch's samples) where a share ``her_ratio`` of the
     samples carry the achieved goal's weights (``goals[k]`` for objective k) and its reward.
@@ -101,7 +104,8 @@ def her_relabel(
     mean = out.x.mean(axis=0, keepdims=True)
     achieved = np.argmin(out.x / np.maximum(mean, 1e-12), axis=1)
     pick = rng.random(len(out)) < her_ratio
-    w_new = np.where(pick[:, None], goals[achieved], out.w)
+    relabelled = her_mix * goals[achieved] + (1.0 - her_mix) * out.w
+    w_new = np.where(pick[:, None], relabelled, out.w)
     out.w = w_new.astype(np.float32)
     out.z = out.z.copy()
     out.z2 = out.z2.copy()

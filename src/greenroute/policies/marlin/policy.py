@@ -15,8 +15,11 @@ Each epoch (``plan``), as Algorithm 1 and 2 do:
 5. the epoch's samples go to ``B_cross`` with HER (line 15).
 
 "Exploit the best plan" (line 11) is read as: the best, by the agent's simulated reward, of
-the deterministic (mean) plan and the epoch's ``k_opt`` sampled plans (``exploit="best"``);
-``exploit="mean"`` proposes the mean plan only. ``warmup_epochs``: epochs routed local-only
+the deterministic (mean) plan, the epoch's ``k_opt`` sampled plans and (``keep_incumbent``)
+the agent's previous proposal re-simulated in this epoch (``exploit="best"``);
+``exploit="mean"`` proposes the mean plan only. Keeping the incumbent is our addition: an
+online learner that is ~100 epochs old otherwise drifts away from plans it had found good
+(seen on marlin8). ``warmup_epochs``: epochs routed local-only
 while the agents already explore and learn (SB3's ``learning_starts``); ``pretrain_epochs``:
 Algorithm 1 repeated on epoch 0's fork before the run's first plan (the paper's pretrained
 initial parameters ``theta_j``). Deterministic for a seed: every agent's torch networks and
@@ -44,6 +47,7 @@ from greenroute.policies.marlin.reward import (
     consolidation,
     figures_vector,
     film_context,
+    overload,
     ratios,
     reward,
     sla_share,
@@ -70,8 +74,8 @@ class MarlinPolicy:
         self,
         variant: str = "balanced",
         k_opt: int = K_OPT,
-        updates: int = 16,
-        batch_size: int = 128,
+        updates: int = 8,
+        batch_size: int = 64,
         actor_hidden: int = 128,
         critic_hidden: int = 256,
         film: bool = True,
@@ -82,13 +86,18 @@ class MarlinPolicy:
         capital: bool = True,
         exploit: str = "best",
         warmup_epochs: int = 0,
-        pretrain_epochs: int = 0,
+        pretrain_epochs: int = 8,
         local_prior: float = 2.0,
         temperature: float = 4.0,
         her_ratio: float = 0.8,
+        her_mix: float = 0.5,
+        keep_incumbent: bool = True,
         sla_coef: float = 5.0,
         eco_coef: float = 0.05,
         ema_coef: float = 0.5,
+        u_max: float = 0.9,
+        reward_scale: float = 10.0,
+        alpha0: float = 0.01,
         delta_thresh: float = 0.05,
         threads: int = 1,
     ) -> None:
@@ -114,14 +123,20 @@ class MarlinPolicy:
         self.local_prior = float(local_prior)
         self.her = bool(her)
         self.her_ratio = float(her_ratio)
+        self.her_mix = float(her_mix)
+        self.keep_incumbent = bool(keep_incumbent)
         self.threads = int(threads)
-        self.rcfg = RewardConfig(ema_coef=ema_coef, eco_coef=eco_coef, sla_coef=sla_coef)
+        self.rcfg = RewardConfig(
+            ema_coef=ema_coef, eco_coef=eco_coef, sla_coef=sla_coef, u_max=u_max,
+            scale=reward_scale,
+        )  # fmt: skip
         self.gcfg = G.GameConfig(
             blend=blend, sgd=sgd, veto=veto, capital=capital, delta_thresh=delta_thresh
         )
         self.sac_options = {
             "actor_hidden": actor_hidden, "critic_hidden": critic_hidden,
             "batch_size": batch_size, "temperature": temperature, "film": film,
+            "alpha0": alpha0,
         }  # fmt: skip
         self.sim = None
 
@@ -134,6 +149,7 @@ class MarlinPolicy:
         self.capital = np.full(len(self.agents_idx), self.gcfg.capital_init)
         self.ema = np.ones((len(self.agents_idx), len(OBJECTIVES)))
         self.pending: list = [None] * len(self.agents_idx)
+        self.incumbent: list = [None] * len(self.agents_idx)
         self.archive: list[tuple[int, str, np.ndarray]] = []
         self.counts = {"vetoes": 0, "forks": 0}
         self.learn_s = self.fork_s = 0.0
@@ -230,14 +246,19 @@ class MarlinPolicy:
                 self._push_pending(i, s, z)
             acts, plans = agent.sample(s, z, self.k_opt)  # line 5
             a_m, p_m = agent.exploit(s, z)  # line 11
+            if self.keep_incumbent and self.incumbent[i] is not None:
+                acts = np.vstack([acts, np.zeros_like(a_m)[None]])
+                plans = np.vstack([plans, self.incumbent[i][None]])
             acts = np.vstack([acts, a_m[None]])
             plans = np.vstack([plans, p_m[None]])
             xs, ecos, slas = [], [], []
             for p in plans:  # lines 7 and 13
                 fig = self._simulate(fork, obs, p.reshape(n_o, n_r))
-                xs.append(ratios(figures_vector(fig), ref, self.rcfg.ratio_floor))
+                xs.append(
+                    ratios(figures_vector(fig), ref, self.rcfg.ratio_floor, self.rcfg.ratio_ceil)
+                )
                 ecos.append(consolidation(p.reshape(n_o, n_r), demand_o))
-                slas.append(sla_share(fig))
+                slas.append(sla_share(fig) + overload(p.reshape(n_o, n_r), obs, self.rcfg.u_max))
             xs, ecos, slas = np.array(xs), np.array(ecos), np.array(slas)
             ema = np.repeat(self.ema[i][None], len(xs), axis=0)
             r = reward(xs, np.repeat(w[None], len(xs), axis=0), ema, ecos, slas, self.rcfg)
@@ -253,14 +274,19 @@ class MarlinPolicy:
             self.learn_s += time.perf_counter() - t
             best = int(np.argmax(r)) if self.exploit_mode == "best" else len(plans) - 1
             proposals[i] = plans[best].reshape(n_o, n_r)
+            if not pretrain:
+                self.incumbent[i] = plans[best]
             prop_x[i] = xs[best]
             if not pretrain:
                 for k, x in enumerate(xs):
-                    slot = "mean" if k == len(xs) - 1 else f"k{k}"
+                    slot = "mean" if k == len(xs) - 1 else f"k{k}" if k < self.k_opt else "kept"
                     self.archive.append((obs.epoch, f"{OBJECTIVES[self.agents_idx[i]]}:{slot}", x))
                 a = self.rcfg.ema_alpha
                 self.ema[i] = (1 - a) * self.ema[i] + a * xs[best]
         return proposals, prop_x, fork, ref
+
+    def _ratios(self, fig, ref: np.ndarray) -> np.ndarray:
+        return ratios(figures_vector(fig), ref, self.rcfg.ratio_floor, self.rcfg.ratio_ceil)
 
     def _push_pending(self, i: int, s2: np.ndarray, z2: np.ndarray) -> None:
         b = self.pending[i]
@@ -279,7 +305,7 @@ class MarlinPolicy:
         buf.replay.add(b)
         if self.her:
             buf.cross.add(her_relabel(b, self.goals, len(OBJECTIVES), self.rng, self.her_ratio,
-                                      self.rcfg))  # fmt: skip
+                                      self.rcfg, self.her_mix))  # fmt: skip
         else:
             buf.cross.add(b)
 
@@ -290,10 +316,14 @@ class MarlinPolicy:
         s = state_features(obs)
         flat = torch.as_tensor(proposals.reshape(len(proposals), -1), dtype=torch.float32)
 
+        # the critics learn the centred reward; the utility of a plan as good as local-only
+        # is the uncentred constant scale / (1 - gamma) (reward.py)
+        offset = self.rcfg.scale / (1.0 - self.agents[0].cfg.gamma)
+
         def q_of(j: int, plan: np.ndarray) -> float:
             with torch.no_grad():
                 p = torch.as_tensor(np.asarray(plan, dtype=np.float32).reshape(1, -1))
-                return float(self.agents[j].q_value(s, p)[0])
+                return float(self.agents[j].q_value(s, p)[0]) + offset
 
         def grad(omega: np.ndarray) -> np.ndarray:
             om = torch.as_tensor(omega, dtype=torch.float32).requires_grad_(True)
@@ -306,7 +336,7 @@ class MarlinPolicy:
         out = G.play(proposals, utilities, self.capital, q_of, grad, self.gcfg)
         self.counts["vetoes"] += len(out.vetoes)
         fig = self._simulate(fork, obs, out.plan)  # line 19
-        x_bar = ratios(figures_vector(fig), ref, self.rcfg.ratio_floor)
+        x_bar = self._ratios(fig, ref)
         self.archive.append((obs.epoch, "consensus", x_bar))
         if self.gcfg.capital:
             # agent j's objective on every proposal and on the consensus (lines 20-24)

@@ -14,14 +14,24 @@ paper names but does not define them (all coefficients are parameters of
 * the four objectives of a plan are its epoch figures from the fork (TTFT mean s, carbon kg,
   water m³, cost $; eqs. 3, 10, 8, 7 under the ``marlin`` preset) as ratios ``x_k = m_k /
   m_k(local)`` to the local-only plan of the same epoch (1 = as good as serving at home);
-* ``metric_j = sum_k w_k / x_k`` with the agent's weights ``w`` (> 0, above 1 when the plan
-  beats local-only; positive so that critic values can serve as the utilities of phase 2);
+* ``metric_j = sum_k w_k (1 / x_k - 1)`` with the agent's weights ``w``: 0 for a plan as good
+  as local-only, positive when better. Centred so that the critics need not learn a large
+  constant (Q of the uncentred ``sum_k w_k / x_k`` is ``scale sum_k w_k / (1 - gamma)`` = 200
+  higher, which Adam at lr 1e-3 would take ~10^5 steps to reach); phase 2 adds that constant
+  back to the critics' values to use them as positive utilities (``policy.py``);
 * ``EMA = ema_coef * sum_k w_k (ema_k - x_k)``: the gain over the exponential moving average
   (factor ``ema_alpha``) of the agent's own past proposals' ratios;
 * ``ECO = eco_coef * H``: the consolidation bonus, ``H`` the normalised Herfindahl index of
   the routed load over the datacenters (0 spread evenly, 1 all in one);
-* ``penalty = sla_coef * (SLO misses + drops) / requests``: TTFT beyond the set point (the
-  scenario's SLO) and requests the 95 % cap turns away.
+* ``penalty = sla_coef * (SLO misses + drops) / requests + sla_coef * overload``: TTFT beyond
+  the set point (the scenario's SLO) and requests the 95 % cap turns away, plus the plan's
+  planned utilisation above ``u_max`` (the capacity-weighted excess of ``(carried backlog +
+  routed demand) / usable slots`` over ``u_max``, 0.9): a fork simulates one epoch, and the
+  backlog an overloaded epoch leaves (its later waits and drops) is not in that epoch's
+  figures;
+* the whole reward is multiplied by ``scale`` (10): SAC's entropy term is on the scale of the
+  action's log-density (64 dimensions on ``marlin8``) and would otherwise swamp differences of
+  a few percent between plans (Haarnoja et al. 2018 tune a reward scale for the same reason).
 """
 
 from __future__ import annotations
@@ -42,7 +52,10 @@ class RewardConfig:
     ema_alpha: float = 0.1
     eco_coef: float = 0.05
     sla_coef: float = 5.0
-    ratio_floor: float = 1e-3  # x_k below this is clipped (a metric of 0 is not a plan's)
+    u_max: float = 0.9
+    scale: float = 10.0
+    ratio_floor: float = 0.05  # x_k is clipped to [floor, ceil]: a 20x gain is no plan's,
+    ratio_ceil: float = 10.0  # and a 0 (nothing served) must not be worth 1 / 0
 
 
 def state_features(obs: Observation) -> np.ndarray:
@@ -84,10 +97,11 @@ def film_context(obs: Observation, weights: np.ndarray) -> np.ndarray:
 
 
 def figures_vector(fig) -> np.ndarray:
-    """``[4]`` the objectives of an :class:`~greenroute.sim.fork.EpochFigures` (agent order);
-    a NaN TTFT (no interactive request dispatched) counts as 0."""
+    """``[4]`` the objectives of an :class:`~greenroute.sim.fork.EpochFigures` (agent order).
+    A NaN TTFT (no interactive request served in the epoch: all dropped or queued) is +inf, so
+    its ratio is the worst allowed (``ratio_ceil``), never a free 0."""
     v = np.array([getattr(fig, k) for k in FIGURE_KEYS], dtype=float)
-    return np.nan_to_num(v, nan=0.0)
+    return np.nan_to_num(v, nan=np.inf)
 
 
 def sla_share(fig) -> float:
@@ -107,12 +121,25 @@ def consolidation(route_or: np.ndarray, demand_o: np.ndarray) -> float:
     return float(((s * s).sum() - 1.0 / n_r) / (1.0 - 1.0 / n_r))
 
 
-def ratios(values: np.ndarray, reference: np.ndarray, floor: float = 1e-3) -> np.ndarray:
-    """``x_k = m_k / m_k(local)`` (1 where the reference is 0)."""
+def overload(route_or: np.ndarray, obs: Observation, u_max: float) -> float:
+    """Capacity-weighted planned utilisation above ``u_max`` (module docstring)."""
+    dem = np.maximum(obs.demand_rps[0], 0.0) * obs.slot_s_per_request.max(axis=1)[:, None]
+    load = dem.sum(axis=0) @ np.asarray(route_or, dtype=float)  # [R] busy slots
+    cap = np.maximum(np.asarray(obs.capacity_slots, dtype=float), 1e-9)
+    u = (load + np.asarray(obs.backlog_slot_s, dtype=float) / obs.epoch_s) / cap
+    return float((cap * np.maximum(u - u_max, 0.0)).sum() / cap.sum())
+
+
+def ratios(
+    values: np.ndarray, reference: np.ndarray, floor: float = 0.05, ceil: float = 10.0
+) -> np.ndarray:
+    """``x_k = m_k / m_k(local)`` clipped to ``[floor, ceil]`` (1 where the reference is not a
+    finite number > 0)."""
     ref = np.asarray(reference, dtype=float)
+    ok = np.isfinite(ref) & (ref > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        x = np.where(ref > 0, np.asarray(values, dtype=float) / np.where(ref > 0, ref, 1.0), 1.0)
-    return np.maximum(x, floor)
+        x = np.where(ok, np.asarray(values, dtype=float) / np.where(ok, ref, 1.0), 1.0)
+    return np.clip(x, floor, ceil)
 
 
 def reward(
@@ -123,10 +150,12 @@ def reward(
     sla: float,
     cfg: RewardConfig = RewardConfig(),
 ) -> np.ndarray:
-    """``r = EMA + ECO + metric - penalty`` (§5.2) for ratio vectors ``x`` (``[..., 4]``) under
-    ``weights`` (``[..., 4]``); ``eco`` and ``sla`` broadcast."""
-    x = np.maximum(np.asarray(x, dtype=float), cfg.ratio_floor)
+    """``r = scale (EMA + ECO + metric - penalty)`` (§5.2) for ratio vectors ``x``
+    (``[..., 4]``) under ``weights`` (``[..., 4]``); ``eco`` and ``sla`` (the penalty's share,
+    overload included) broadcast."""
+    x = np.clip(np.asarray(x, dtype=float), cfg.ratio_floor, cfg.ratio_ceil)
     w = np.asarray(weights, dtype=float)
-    metric = (w / x).sum(axis=-1)
+    metric = (w * (1.0 / x - 1.0)).sum(axis=-1)
     ema_term = cfg.ema_coef * (w * (np.asarray(ema, dtype=float) - x)).sum(axis=-1)
-    return ema_term + cfg.eco_coef * np.asarray(eco) + metric - cfg.sla_coef * np.asarray(sla)
+    r = ema_term + cfg.eco_coef * np.asarray(eco) + metric - cfg.sla_coef * np.asarray(sla)
+    return cfg.scale * r
