@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from greenroute.core.errors import ConfigError
+from greenroute.core.types import Plan
 from greenroute.policies.local import LeastLoadedLocal
 from greenroute.policies.registry import local_policy_factory, make_geo_policy
 from greenroute.scenarios import get_scenario
@@ -40,14 +41,34 @@ class PythonLeastLoaded(LeastLoadedLocal):
         return super().pick(request, servers)
 
 
-def _run(executor=None, local=None, fidelity="request", fork=False):
+class CapFromEpoch2:
+    """lowest-carbon, plus a plan power cap on every region from epoch 2 on (half of the
+    dynamic range): the backend adds a throttled cost table mid-run."""
+
+    name = "lowest-carbon+cap"
+
+    def __init__(self) -> None:
+        self.inner = make_geo_policy("lowest-carbon")
+
+    def reset(self, cluster, seed) -> None:
+        self.inner.reset(cluster, seed)
+
+    def plan(self, obs):
+        plan = self.inner.plan(obs)
+        if obs.epoch < 2:
+            return plan
+        # demo: every region idles at 2.9 kW and peaks at 7.64 kW (2 servers)
+        cap = np.full(obs.n_regions, 2.9 + 0.5 * (7.64 - 2.9))
+        return Plan(route=plan.route, hold=plan.hold, power_cap_kw=cap)
+
+
+def _run(executor=None, local=None, fidelity="request", fork=False, capped=False):
     sc = get_scenario("demo").with_options(fidelity=fidelity, server_model="iteration", days=DAYS)
     prep = prepare(sc, 3, None)
     local = local or local_policy_factory("least-loaded")
     config = SimConfig(seed=3, record_requests=True)
-    sim = Simulation(
-        prep, make_geo_policy("lowest-carbon"), local, config, partition_executor=executor
-    )
+    geo = CapFromEpoch2() if capped else make_geo_policy("lowest-carbon")
+    sim = Simulation(prep, geo, local, config, partition_executor=executor)
     if fork:
         sim.begin()
         sim.advance(sim.validated(obs := sim.observe(), sim.get_plan(obs)), obs)
@@ -75,6 +96,16 @@ def test_partitioned_run_equals_one_process(single, parts):
     pd.testing.assert_frame_equal(part.epochs, single.epochs)
     pd.testing.assert_frame_equal(part.extras["servers"], single.extras["servers"])
     assert single.metrics["requests_completed"] > 1000  # the check is not vacuous
+
+
+def test_partitioned_run_with_a_new_power_cap_equals_one_process(no_env_data_module):
+    """Workers keep the cost tables last sent; a cap that adds a throttled type sends them
+    again (``PartitionedKernel.run_epoch``)."""
+    ref = _run(capped=True)
+    part = _run(LocalPartitionExecutor(2), capped=True)
+    assert part.metrics == ref.metrics
+    pd.testing.assert_frame_equal(part.requests, ref.requests)
+    assert ref.metrics != _run().metrics  # the cap changed the run
 
 
 def test_partitioned_run_refuses_what_cannot_run_in_workers(no_env_data_module):

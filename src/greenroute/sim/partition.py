@@ -92,6 +92,7 @@ class RegionPartitionWorker:
         self.region_start = np.asarray(region_start[block.r0 : block.r1 + 1]) - block.s0
         self.lp_codes = np.asarray(lp_codes[block.r0 : block.r1], dtype=np.int64)
         self.st = IterationState.empty(self.cfg, block.r1 - block.r0)
+        self.cost: CostArrays | None = None  # the last cost tables sent (sent on change only)
 
     def step(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Update the per-server config (power caps change it), place the block's arrivals
@@ -107,9 +108,11 @@ class RegionPartitionWorker:
                 changed = True
         if changed:
             st.forget_cache()
+        if payload["cost"] is not None:
+            self.cost = payload["cost"]
         a = payload["arrivals"]
         out = run_arrivals(
-            st, cfg, payload["cost"], a["t_reg"], a["region"] - b.r0, a["model"], a["ids"],
+            st, cfg, self.cost, a["t_reg"], a["region"] - b.r0, a["model"], a["ids"],
             a["prompt"], a["output"], a["u_local"], payload["t_end"], self.region_start,
             self.lp_codes,
         )  # fmt: skip
@@ -180,6 +183,7 @@ class PartitionedKernel:
         self.blocks = split_regions(region_start, n_parts)
         self.executor = executor
         self.worker_cpu_s = np.zeros(len(self.blocks))  # CPU seconds of each block's steps
+        self._sent_cost: CostArrays | None = None  # workers keep the cost tables last sent
         executor.start(cfg, self.blocks, np.asarray(region_start), np.asarray(lp_codes))
 
     def run_epoch(
@@ -188,6 +192,9 @@ class PartitionedKernel:
         """``args`` as ``iteration.run_arrivals``'s (time-sorted arrivals); returns the server
         of each arrival and the merged completion log; ``st``'s mirrored arrays are updated."""
         t_reg, region, model, ids, prompt, output, u_local = args
+        # the cost tables change only when a power cap adds a throttled type: send on change
+        send_cost = cost if cost is not self._sent_cost else None
+        self._sent_cost = cost
         payloads, picks = [], []
         for b in self.blocks:
             k = np.flatnonzero((region >= b.r0) & (region < b.r1))
@@ -199,7 +206,7 @@ class PartitionedKernel:
             payloads.append(
                 {
                     "arrivals": arrivals,
-                    "cost": cost,
+                    "cost": send_cost,
                     "t_end": float(t_end),
                     **{
                         key: getattr(cfg, key)[b.s0 : b.s1]
