@@ -6,6 +6,9 @@ and ``marlin-balanced``, ``marlin-min-latency``, ``marlin-min-carbon``, ``marlin
 from greenroute.policies.marlin.front import ABLATIONS, VARIANT_POLICIES, marlin_front
 from greenroute.policies.marlin.game import GameConfig
 from greenroute.policies.marlin.policy import VARIANTS, MarlinPolicy, non_dominated
+from greenroute.policies.marlin.registration import register as _register
+
+_register()
 
 __all__ = [
     "ABLATIONS",
