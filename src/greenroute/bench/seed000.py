@@ -174,3 +174,13 @@ def write_csv(path: str | Path, rows: Sequence[dict]) -> None:
 def read_csv(path: str | Path) -> list[dict]:
     with Path(path).open() as f:
         return list(csv.DictReader(f))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    # ``python -m greenroute.bench.seed000`` runs the whole command, which lives in the agent
+    # layer (bench may not import it, tests/test_layers.py): hand over to a new interpreter.
+    import os
+    import sys
+
+    argv = [sys.executable, "-m", "greenroute.agent.seed000", *sys.argv[1:]]
+    os.execv(sys.executable, argv)
