@@ -46,7 +46,11 @@ EXCLUDED = "US-CAL-CISO"
 PHASES = ("before", "killed", "restored")
 WARMUP_REQUESTS = 60
 WARMUP_MARGIN_S = 8.0  # gateway start-up + warm-up before the planned start (loaded machine)
-DRAIN_TIMEOUT_S = 120.0  # the client must have its answers this long after the run
+DRAIN_TIMEOUT_S = 120.0
+# the client reuses a connection idle for less than this: uvicorn closes idle keep-alive
+# connections after 5 s (its timeout_keep_alive default), and a request written into a
+# connection the server is closing gets no answer
+IDLE_REUSE_S = 2.0  # the client must have its answers this long after the run
 
 
 def loadtest_config(urls: dict[str, str], t0_s: float, duration_s: float,
@@ -108,15 +112,24 @@ async def _drive(url: str, rate: float, duration_s: float, start_at: float | Non
     region = np.full(n, -1, dtype=np.int8)
     lat_s, late_s = np.full(n, np.nan), np.full(n, np.nan)
     ridx = {r.encode(): i for i, r in enumerate(REGIONS)}
-    idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    idle: list[tuple[tuple[asyncio.StreamReader, asyncio.StreamWriter], float]] = []
     sem = asyncio.Semaphore(max_conns)
+    errors: dict[str, int] = {}  # connection errors by kind (status 0)
     t0 = time.perf_counter() + (start_at - time.time())
 
     async def one(i: int) -> None:
         async with sem:
             t = time.perf_counter()
             late_s[i] = t - (t0 + i / rate)
-            conn = idle.pop() if idle else await asyncio.open_connection(host, port)
+            conn = None
+            while idle:  # the most recently used connection not near the server's keep-alive
+                c, used = idle.pop()
+                if t - used < IDLE_REUSE_S:
+                    conn = c
+                    break
+                c[1].close()
+            if conn is None:
+                conn = await asyncio.open_connection(host, port)
             try:
                 reader, writer = conn
                 writer.write(reqs[origin[i]])
@@ -132,9 +145,12 @@ async def _drive(url: str, rate: float, duration_s: float, start_at: float | Non
                         region[i] = ridx.get(v.strip(), -2)
                 await reader.readexactly(length)
                 status[i] = int(lines[0].split(b" ")[1])
-                lat_s[i] = time.perf_counter() - t
-                idle.append(conn)
-            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+                done = time.perf_counter()
+                lat_s[i] = done - t
+                idle.append((conn, done))
+            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as err:
+                kind = type(err).__name__
+                errors[kind] = errors.get(kind, 0) + 1
                 conn[1].close()
 
     await asyncio.sleep(max(t0 - time.perf_counter(), 0.0))
@@ -152,7 +168,7 @@ async def _drive(url: str, rate: float, duration_s: float, start_at: float | Non
     return {"origin": origin.tolist(), "status": status.tolist(), "region": region.tolist(),
             "latency_s": np.nan_to_num(lat_s, nan=-1.0).tolist(),
             "late_s": np.nan_to_num(late_s, nan=-1.0).tolist(), "send_s": sent_s,
-            "done_s": time.perf_counter() - t0}  # fmt: skip
+            "done_s": time.perf_counter() - t0, "client_errors": errors}  # fmt: skip
 
 
 # ---------------------------------------------------------------------- the orchestrator
@@ -330,6 +346,7 @@ def _report(res: dict, rate: float, duration_s: float, over: np.ndarray, over_cp
         "lost_by_status": {str(s): int(c) for s, c in zip(*np.unique(status[~ok],
                                                                      return_counts=True),
                                                            strict=True)},
+        "client_connection_errors": res.get("client_errors", {}),
         "residency_violations_client": violations,
         "killed_region_down_s": [round(float(x), 3) for x in (lo, hi)],
         "answered_by_killed_region_while_down": answered_by_dead,
