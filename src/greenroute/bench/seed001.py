@@ -220,8 +220,18 @@ def run_cell(cell: Cell) -> dict:
 
 
 def run_group(cells: list[Cell]) -> list[dict]:
-    """Cells of one (scenario, seed): the scenario is prepared once for all of them."""
-    return [run_cell(c) for c in cells]
+    """Cells of one (scenario, seed): the scenario is prepared once for all of them. Each
+    finished cell is noted on stderr (workers of a pool report there as they go)."""
+    rows = []
+    for c in cells:
+        rows.append(run_cell(c))
+        print(
+            f"  {c.scenario} seed {c.seed} {c.label}: {rows[-1]['cpu_s']:.1f} s CPU, "
+            f"{rows[-1]['wall_s']:.1f} s wall",
+            file=sys.stderr,
+            flush=True,
+        )
+    return rows
 
 
 def run_cells(cells: Iterable[Cell], jobs: int = 1, log=print) -> pd.DataFrame:
