@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> dict:
         opts["tasks_per_hour"] = args.tasks_per_hour
     sc = get_gcos_scenario(args.scenario, **opts)
     data_dir = resolve_data_dir(args.data_dir)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
     weights = Weights.of(sc)
     preds = {k: fitted_predictor(sc, k, data_dir) for k in ("diptree", "mean")}
     sim = GcosSim(sc, period="eval", data_dir=data_dir)
@@ -111,7 +113,6 @@ def run(args: argparse.Namespace) -> dict:
            "carbon_weight_usd_per_kg": sc.carbon_usd_per_kg,
            "predictor_backend": preds["diptree"].backend}  # fmt: skip
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "results.json").write_text(json.dumps(out, indent=2, default=str))
         keys = list(next(iter(results.values())))
         lines = ["policy," + ",".join(keys)]
