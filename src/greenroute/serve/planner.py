@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from greenroute.core.errors import PlanViolationError
+from greenroute.core.errors import ConfigError, PlanViolationError
 from greenroute.core.types import CLASSES, N_CLASSES, ClusterInfo, Observation, Plan
 from greenroute.serve.config import GatewayConfig
 from greenroute.serve.signals import EpochSignalArrays, SignalHub, epoch_signals
@@ -73,6 +73,12 @@ class Planner:
         # held deferrable requests: (t0, horizon, epoch_s) -> (count, earliest, due)
         self.pending_source: Callable | None = None
         self.geo = make_geo_policy(cfg.geo_policy, **dict(cfg.geo_options))
+        if hasattr(self.geo, "bind_simulator"):  # it simulates candidate plans (MARLIN)
+            raise ConfigError(
+                f"{cfg.source}: policy.geo: {cfg.geo_policy!r} plans by simulating candidate "
+                "plans, which needs the simulator; it cannot plan live traffic (choose another "
+                "geo policy, or compare it offline with greenroute replay)"
+            )
         self.info = ClusterInfo(
             regions=self.regions, origins=self.origins, models=self.models, epoch_s=cfg.epoch_s,
             n_epochs=NOMINAL_RUN_EPOCHS, capacity_slots=self.slots_total * self.power_frac,
