@@ -147,9 +147,14 @@ def explain(
         raise ConfigError("give the decision log: --log PATH, or --config gateway.yaml")
     if log is None:
         _need_serve_extra()
-        from greenroute.serve.config import load_config
+        from greenroute.serve.config import GatewayConfigError, load_config
 
-        log = load_config(config).decision_log
+        try:
+            log = load_config(config).decision_log
+        except GatewayConfigError as err:  # every problem on its own line
+            for problem in err.problems:
+                print_error(problem)
+            raise typer.Exit(USER_ERROR_EXIT_CODE) from None
         if log is None:
             raise ConfigError(f"{config} has no decision_log.path; pass --log PATH")
     rec = find_decision(log, decision_id)
