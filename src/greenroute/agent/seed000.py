@@ -86,6 +86,11 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--retrain-steps", type=int, default=None)
     ap.add_argument("--quick", action="store_true", help="tiny sizes (a test of the pipeline)")
+    ap.add_argument(
+        "--render-only",
+        action="store_true",
+        help="rewrite tables.md/csv from OUT/manifest.json (no runs)",
+    )
     a = ap.parse_args(argv)
     defaults = QUICK if a.quick else {"days": 31.0, "record_days": 7.0, "lora_steps": None,
                                       "eval_rows": 64, "k": 2, "manager_steps": 600_000,
@@ -172,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     a = _args(argv)
     out = Path(a.out)
+    if a.render_only:
+        return render_only(out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     logf = (out / "log.txt").open("a")
@@ -272,6 +279,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def render_only(out: Path) -> int:
+    """Rewrite the tables from a finished (or interrupted) run's manifest."""
+    path = out / "manifest.json"
+    if not path.is_file():
+        raise ConfigError(f"--render-only: {path} not found (run the command first)")
+    man = json.loads(path.read_text())
+    ag = out / "agreement.json"
+    agree = json.loads(ag.read_text()) if ag.is_file() else {}
+    raw = man["runs"]
+    write_outputs(out, [r["row"] for r in raw], agree, argparse.Namespace(**man["args"]), man,
+                  raw, None)  # fmt: skip
+    print((out / "tables.md").read_text())
+    return 0
+
+
 def _rate(policy) -> float | None:
     s = policy.summary()
     ms = s.get("llm_decision_latency_ms")
@@ -306,12 +328,17 @@ def write_outputs(out: Path, rows, agree, a, manifest, raw, t_start) -> None:
             parts.append(f"| {label} | {m['agreement']:.3f} ({m['rows']}) | "
                          f"{w['agreement']:.3f} ({w['rows']}) | {m['teacher_local_share']:.3f} | "
                          f"{m['decision_latency_ms']:.0f} |")  # fmt: skip
+    acc = T.acceptance(rows, AGENTS[-1][1], agree.get("lora_fs", {}).get("manager", {})
+                       .get("agreement"))  # fmt: skip
+    manifest["acceptance"] = acc
+    parts += ["", T.acceptance_markdown(acc)]
     if (out / "table2.txt").is_file():
         parts += ["", "### Table 2 (agent.copilot_table2)", "", "```",
                   (out / "table2.txt").read_text().rstrip(), "```"]  # fmt: skip
     (out / "tables.md").write_text("\n".join(parts) + "\n")
     manifest["runs"] = raw
-    manifest["wall_s"]["total"] = round(time.perf_counter() - t_start, 1)
+    if t_start is not None:
+        manifest["wall_s"]["total"] = round(time.perf_counter() - t_start, 1)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
 
 

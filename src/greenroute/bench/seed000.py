@@ -176,6 +176,69 @@ def read_csv(path: str | Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+# issue 9 §5's acceptance for the LoRA+few-shot agent
+MIN_AGREEMENT = 0.80  # of held-out Manager decisions
+MIN_SAVINGS_KEPT = 0.70  # of the teacher's carbon savings over local-only on geo3
+
+
+def acceptance(rows: Sequence[dict], agent: str, manager_agreement: float | None) -> dict:
+    """The acceptance checks of ``agent``'s rows: agreement, share of the expert's carbon
+    savings over local-only kept (on the window the agent ran: ``table7-llm-window`` when
+    present, else ``table7``), SLA no worse than local-only's, 0 violations on geo5/geo10."""
+    tables = {r["table"] for r in rows}
+    t7 = "table7-llm-window" if "table7-llm-window" in tables else "table7"
+
+    def pick(table: str, prefix: str) -> dict | None:
+        return next((r for r in rows if r["table"] == table and r["status"] == "ok"
+                     and r["controller"].startswith(prefix)), None)  # fmt: skip
+
+    local, expert, ours = pick(t7, "local-only"), pick(t7, "expert"), pick(t7, agent)
+    out: dict = {"agent": agent, "window": t7, "manager_agreement": manager_agreement}
+    if local and expert and ours:
+        saved = local["carbon_kg_per_day"] - expert["carbon_kg_per_day"]
+        kept = local["carbon_kg_per_day"] - ours["carbon_kg_per_day"]
+        out["expert_savings_kg_per_day"] = saved
+        out["agent_savings_kg_per_day"] = kept
+        out["savings_kept"] = kept / saved if saved > 0 else None
+        out["sla_pct"] = ours["sla_violated_pct"]
+        out["local_sla_pct"] = local["sla_violated_pct"]
+    ood = [r for r in rows if r["table"].startswith(("table8", "table9"))
+           and r["controller"].startswith(agent)]  # fmt: skip
+    out["ood_runs"] = len(ood)
+    out["ood_violations"] = sum(float(r["constraint_violations"] or 0) for r in ood)
+    checks = {
+        "agreement": manager_agreement is not None and manager_agreement >= MIN_AGREEMENT,
+        "savings": out.get("savings_kept") is not None and out["savings_kept"] >= MIN_SAVINGS_KEPT,
+        "sla": "sla_pct" in out and out["sla_pct"] <= out["local_sla_pct"],
+        "ood": bool(ood) and all(r["status"] == "ok" for r in ood) and out["ood_violations"] == 0,
+    }
+    out["checks"] = checks
+    out["passed"] = all(checks.values())
+    return out
+
+
+def acceptance_markdown(acc: dict) -> str:
+    def v(x, f="{:.3f}"):
+        return "—" if x is None else f.format(x)
+
+    c = acc["checks"]
+    ok = {True: "pass", False: "FAIL"}
+    return "\n".join([
+        f"### Acceptance ({acc['agent']}, issue 9 §5)", "",
+        "| check | target | measured | |", "|---|---|---|---|",
+        f"| agreement, held-out Manager decisions | >= {MIN_AGREEMENT:.2f} | "
+        f"{v(acc['manager_agreement'])} | {ok[c['agreement']]} |",
+        f"| expert's carbon savings over local-only kept ({acc['window']}) | >= "
+        f"{MIN_SAVINGS_KEPT:.2f} | {v(acc.get('savings_kept'))} (agent "
+        f"{v(acc.get('agent_savings_kg_per_day'), '{:,.0f}')} of expert "
+        f"{v(acc.get('expert_savings_kg_per_day'), '{:,.0f}')} kg/day) | {ok[c['savings']]} |",
+        f"| SLA violated vs local-only | <= {v(acc.get('local_sla_pct'))} % | "
+        f"{v(acc.get('sla_pct'))} % | {ok[c['sla']]} |",
+        f"| constraint violations on geo5/geo10 | 0 | {acc['ood_violations']:g} in "
+        f"{acc['ood_runs']} runs | {ok[c['ood']]} |",
+    ]) + "\n"  # fmt: skip
+
+
 if __name__ == "__main__":  # pragma: no cover
     # ``python -m greenroute.bench.seed000`` runs the whole command, which lives in the agent
     # layer (bench may not import it, tests/test_layers.py): hand over to a new interpreter.
