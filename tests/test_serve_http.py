@@ -261,3 +261,28 @@ def test_client_leaving_mid_stream_frees_the_slot(servers, tmp_path):
     assert gw.pool.upstreams[0].in_flight == 0
     recs = _records(tmp_path / "decisions.jsonl", 1)
     assert [r["attempts"][-1]["outcome"] for r in recs] == ["client-disconnected"]
+
+
+def test_upstream_cookies_are_passed_back_never_kept_by_the_gateway(servers, tmp_path):
+    """An upstream's Set-Cookie goes back to its client only: the gateway keeps no cookie jar
+    (one would send a user's cookie upstream with everybody's later requests)."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    seen: list[str | None] = []
+
+    async def chat(request: Request) -> JSONResponse:
+        seen.append(request.headers.get("cookie"))
+        resp = JSONResponse({"id": "c", "object": "chat.completion", "choices": []})
+        resp.set_cookie("session", f"user{len(seen)}")
+        return resp
+
+    up = servers(Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])]))
+    _gw, srv = _gateway(servers, {"DE-LU": (None, up)}, tmp_path)
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
+    for i in range(2):
+        r = httpx.post(srv.url + "/v1/chat/completions", json=body, trust_env=False)
+        assert r.status_code == 200 and r.cookies.get("session") == f"user{i + 1}"
+    assert seen == [None, None]

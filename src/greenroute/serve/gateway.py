@@ -58,7 +58,8 @@ class Gateway:
         self.origin_by_header = {o.header_value: i for i, o in enumerate(cfg.origins)}
         self.origin_index = {o: i for i, o in enumerate(cfg.origin_names)}
         self.client = None  # httpx.AsyncClient (health checks), opened in start()
-        self.clients: list = []  # one httpx.AsyncClient per upstream (requests), in start()
+        self.transports: list = []  # one httpx.AsyncHTTPTransport per upstream, in start()
+        self.upstream_timeout: dict = {}
         self._tasks: list[asyncio.Task] = []
         for up in self.pool.upstreams:
             self.metrics.healthy.labels(cfg.region_names[up.region], up.name).set(1)
@@ -73,15 +74,20 @@ class Gateway:
                                 write=pol.read_timeout_s, pool=pol.connect_timeout_s)  # fmt: skip
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
         self.client = httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False)
-        # one connection pool per upstream, its idle connections bounded: httpcore scans
-        # every connection of a pool per request (and polls each idle one), so one shared pool
-        # costs CPU per request in proportion to all upstreams' connections
-        self.clients = [
-            httpx.AsyncClient(timeout=timeout, trust_env=False, limits=httpx.Limits(
+        # requests go straight to one transport (connection pool) per upstream, not through
+        # an AsyncClient: a client keeps a cookie jar (an upstream's Set-Cookie for one user
+        # would be sent upstream with everybody's requests) and adds auth, redirect and hook
+        # handling a proxy does not want. One pool per upstream with its idle connections
+        # bounded: httpcore scans every connection of a pool per request, so one shared pool
+        # costs CPU in proportion to all upstreams' connections
+        ssl_ctx = httpx.create_ssl_context()  # loaded once, not once per pool
+        self.transports = [
+            httpx.AsyncHTTPTransport(verify=ssl_ctx, limits=httpx.Limits(
                 max_connections=None,
                 max_keepalive_connections=min(up.cfg.capacity, KEEPALIVE_PER_UPSTREAM)))
             for up in self.pool.upstreams
         ]  # fmt: skip
+        self.upstream_timeout = timeout.as_dict()  # the requests' "timeout" extension
         self._tasks = [asyncio.create_task(self._epoch_loop()),
                        asyncio.create_task(self.pool.health_loop(self.client))]  # fmt: skip
         if self.shared.distributed:
@@ -98,8 +104,8 @@ class Gateway:
         self.deferrals.release_all()  # held requests go out now rather than be dropped
         if self.client is not None:
             await self.client.aclose()
-        for c in self.clients:
-            await c.aclose()
+        for t in self.transports:
+            await t.aclose()
         self.log.close()
         self.shared.close()  # a leader lets go of its lock
         for prov in self.hub.providers:  # the live API clients' connections

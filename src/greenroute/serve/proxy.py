@@ -28,6 +28,7 @@ from greenroute.serve.gateway import CLASS_HEADER, ORIGIN_HEADER, Gateway
 from greenroute.serve.router import Choice, RuleCheck
 
 REGION_HEADER = "x-greenroute-region"
+USER_AGENT = "greenroute-gateway"
 DECISION_HEADER = "x-greenroute-decision-id"
 DEADLINE_HEADER = "x-greenroute-deadline-s"
 HOP_BY_HOP = frozenset(("connection", "keep-alive", "transfer-encoding", "content-length",
@@ -241,14 +242,15 @@ async def _choose(ctx: _Ctx, tried: list[int]):
 def _upstream_request(ctx: _Ctx, choice: Choice, body: bytes) -> httpx.Request:
     up = choice.upstream
     headers = {"content-type": "application/json", "accept-encoding": "identity",
-               DECISION_HEADER: ctx.decision_id}  # fmt: skip
+               "user-agent": USER_AGENT, DECISION_HEADER: ctx.decision_id}  # fmt: skip
     key = up.cfg.api_key()
     if key:
         headers["authorization"] = f"Bearer {key}"
     url = _URLS.get((up.cfg.url, ctx.endpoint))
     if url is None:  # parsed once per upstream and endpoint
         url = _URLS[(up.cfg.url, ctx.endpoint)] = httpx.URL(up.cfg.url + ctx.endpoint)
-    return ctx.gw.clients[up.index].build_request("POST", url, content=body, headers=headers)
+    return httpx.Request("POST", url, content=body, headers=headers,
+                         extensions={"timeout": ctx.gw.upstream_timeout})  # fmt: skip
 
 
 _URLS: dict[tuple[str, str], httpx.URL] = {}
@@ -269,7 +271,8 @@ async def _attempt(ctx: _Ctx, choice: Choice, check: RuleCheck, body: bytes) -> 
     try:
         try:
             req = _upstream_request(ctx, choice, body)
-            resp = await gw.clients[up.index].send(req, stream=True)
+            resp = await gw.transports[up.index].handle_async_request(req)
+            resp.request = req
         except httpx.TimeoutException as err:
             raise _UpstreamFailedError("timeout", repr(err)) from None
         except httpx.HTTPError as err:
