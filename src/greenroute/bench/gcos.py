@@ -57,6 +57,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--tasks-per-hour", type=float, default=None, help="override the load")
     ap.add_argument("--train-steps", type=int, default=60_000, help="agent transitions / model")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--train-seed", type=int, default=None, help="PPO seed (default --seed)")
     ap.add_argument("--policies", default=",".join(GCOS_POLICY_NAMES))
     return ap.parse_args(argv)
 
@@ -84,6 +85,7 @@ def run(args: argparse.Namespace) -> dict:
           f"from {sc.eval_start_utc:%Y-%m-%d}; signals {sim.signal_source}, workload "
           f"{sim.trace_source}; predictor backend {preds['diptree'].backend}")  # fmt: skip
     results: dict[str, dict] = {}
+    train_seed = args.seed if args.train_seed is None else args.train_seed
     train_s: dict[str, float] = {}
     for name in names:
         t0 = time.perf_counter()
@@ -99,7 +101,7 @@ def run(args: argparse.Namespace) -> dict:
             run_sc = sc if migrate else sc.with_options(peer_fetch=False)
             save = args.out / f"{name}.zip" if args.out else None
             model, train_s[name] = train_maccs(run_sc, preds[kind], migrate=migrate,
-                                               steps=args.train_steps, seed=args.seed,
+                                               steps=args.train_steps, seed=train_seed,
                                                data_dir=data_dir, save_to=save)  # fmt: skip
             pol = MaccsPolicy(model, MaccsCore(preds[kind], weights, migrate=migrate), name)
             if not migrate:
@@ -109,7 +111,8 @@ def run(args: argparse.Namespace) -> dict:
         print(f"  {name}: done in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     _print(results, train_s, sc)
     out = {"scenario": sc.name, "regions": sc.regions, "hours": sc.hours, "seed": args.seed,
-           "train_steps": args.train_steps, "train_wall_s": train_s, "results": results,
+           "train_steps": args.train_steps, "train_seed": train_seed,
+           "train_wall_s": train_s, "results": results,
            "carbon_weight_usd_per_kg": sc.carbon_usd_per_kg,
            "predictor_backend": preds["diptree"].backend}  # fmt: skip
     if args.out:
