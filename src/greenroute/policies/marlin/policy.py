@@ -316,20 +316,23 @@ class MarlinPolicy:
         s = state_features(obs)
         flat = torch.as_tensor(proposals.reshape(len(proposals), -1), dtype=torch.float32)
 
-        # the critics learn the centred reward; the utility of a plan as good as local-only
-        # is the uncentred constant scale / (1 - gamma) (reward.py)
-        offset = self.rcfg.scale / (1.0 - self.agents[0].cfg.gamma)
+        # Utilities in units of a plan as good as local-only: the critics learn the centred
+        # reward, whose uncentred constant is worth Q0 = scale / (1 - gamma) (reward.py), so
+        # Q_j = (critic + Q0) / Q0 (1 = local-only's value). The unit fixes the scale that
+        # §6's SGD lr 0.05 acts on; with raw critic values (hundreds) one step already threw
+        # omega onto a simplex vertex (the TTFT agent's plan, whose Q varies most) on marlin8.
+        q0 = self.rcfg.scale / (1.0 - self.agents[0].cfg.gamma)
 
         def q_of(j: int, plan: np.ndarray) -> float:
             with torch.no_grad():
                 p = torch.as_tensor(np.asarray(plan, dtype=np.float32).reshape(1, -1))
-                return float(self.agents[j].q_value(s, p)[0]) + offset
+                return (float(self.agents[j].q_value(s, p)[0]) + q0) / q0
 
         def grad(omega: np.ndarray) -> np.ndarray:
             om = torch.as_tensor(omega, dtype=torch.float32).requires_grad_(True)
             mixed = (om[:, None] * flat).sum(dim=0, keepdim=True)
             q_tot = sum(a.q_value(s, mixed)[0] for a in self.agents) / len(self.agents)
-            (g,) = torch.autograd.grad(q_tot, om)
+            (g,) = torch.autograd.grad(q_tot / q0, om)
             return g.numpy().astype(float)
 
         utilities = [q_of(j, proposals[j]) for j in range(len(proposals))]
