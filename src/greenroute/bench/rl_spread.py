@@ -290,8 +290,9 @@ def main(argv: list[str] | None = None) -> int:
         rows += r
         verdicts += v
         texts.append(t)
-    texts.append(f"Seeds {seeds}; training + evaluation wall time {train_wall:.0f} s with "
-                 f"{args.workers} workers; per-seed logs in {out / 'logs'}")  # fmt: skip
+    texts.append(f"Seeds {seeds}; wall time {time.perf_counter() - t0:.0f} s, of which training "
+                 f"and seed 002's evaluation {train_wall:.0f} s (saved models reused), with "
+                 f"{args.workers} workers; logs in {out / 'logs'}")  # fmt: skip
     with (out / "spread.csv").open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         w.writeheader()
