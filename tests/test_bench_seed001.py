@@ -98,3 +98,17 @@ def test_quick_reproduction_writes_every_figure(data_dir, tmp_path):
     assert [r["quantity"] for r in res["headline"]] == list(F.PAPER)
     if S.marlin_names():
         assert (out / "fig6_ablation.png").exists()
+
+
+def test_reuse_keeps_only_the_cells_of_this_plan(tmp_path):
+    cfg = S.Config(seeds=1, hours=24.0, figures=(3,), only=("slit", "helix"))
+    cells = S.plan_cells(cfg)
+    assert [c.policy for c in cells] == ["helix", "slit"]
+    rows = [
+        {**_row("slit", 0, 1, 1, 1, 1), "hours": 24.0, "options": "{}"},
+        {**_row("slit", 0, 1, 1, 1, 1), "hours": 2.0, "options": "{}"},  # another length
+        {**_row("slit", 1, 1, 1, 1, 1), "hours": 24.0, "options": "{}"},  # another seed
+    ]
+    pd.DataFrame(rows).to_csv(tmp_path / "runs.csv", index=False)
+    kept = S.reused_rows(str(tmp_path / "runs.csv"), cells)
+    assert len(kept) == 1 and kept.iloc[0].hours == 24.0 and kept.iloc[0].seed == 0

@@ -93,6 +93,7 @@ class Config:
     data_dir: str | None = None
     jobs: int = 1
     only: tuple[str, ...] = ()  # run only these policies (all when empty)
+    reuse: str | None = None  # an earlier runs.csv: its matching cells are not rerun
 
 
 def quick_config(data_dir: str | None = None) -> Config:
@@ -274,10 +275,17 @@ def reproduce(cfg: Config, out: Path, log=print) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     cells = plan_cells(cfg)
-    log(f"seed001: {len(cells)} simulations, MARLIN policies: {marlin_names() or 'none'}")
-    df = run_cells(cells, cfg.jobs, log)
-    checksums = next(iter(df["input_files_sha256"]), {}) if len(df) else {}
-    df = df.drop(columns=["input_files_sha256"])
+    done = reused_rows(cfg.reuse, cells) if cfg.reuse else pd.DataFrame()
+    keys = set(done.apply(_row_key, axis=1)) if len(done) else set()
+    todo = [c for c in cells if _cell_key(c) not in keys]
+    log(
+        f"seed001: {len(todo)} simulations ({len(cells) - len(todo)} reused), "
+        f"MARLIN policies: {marlin_names() or 'none'}"
+    )
+    new = run_cells(todo, cfg.jobs, log)
+    checksums = next(iter(new["input_files_sha256"]), {}) if len(new) else {}
+    new = new.drop(columns=["input_files_sha256"], errors="ignore")
+    df = pd.concat([done, new], ignore_index=True) if len(done) else new
     df.to_csv(out / "runs.csv", index=False)
     written = ["runs.csv", *F.write_all(df, cfg, out)]
     head = F.headline(df)
@@ -305,6 +313,35 @@ def reproduce(cfg: Config, out: Path, log=print) -> dict:
     return {"headline": head, "wall_s": wall, "files": [*written, "manifest.json"]}
 
 
+def _cell_key(c: Cell) -> tuple:
+    opts = json.dumps(dict(c.options), sort_keys=True)
+    return (c.scenario, c.policy, int(c.seed), float(c.hours), c.weights, opts, c.tag)
+
+
+def _row_key(r) -> tuple:
+    tag = "" if pd.isna(r["tag"]) else str(r["tag"])
+    return (
+        r["scenario"],
+        r["policy"],
+        int(r["seed"]),
+        float(r["hours"]),
+        r["weights"],
+        r["options"],
+        tag,
+    )
+
+
+def reused_rows(path: str, cells: list[Cell]) -> pd.DataFrame:
+    """The rows of an earlier ``runs.csv`` that are cells of this plan (same scenario,
+    policy, options, weights, seed and hours)."""
+    prev = pd.read_csv(path, keep_default_na=True)
+    if prev.empty:
+        return prev
+    want = {_cell_key(c) for c in cells}
+    prev = prev[prev.apply(_row_key, axis=1).isin(want)]
+    return prev.assign(tag=prev["tag"].astype(object).where(prev["tag"].notna(), ""))
+
+
 def _version(mod: str) -> str | None:
     try:
         return __import__(mod).__version__
@@ -323,6 +360,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", default=None, help="datacenter counts of Fig. 5 (4..12)")
     ap.add_argument("--jobs", type=int, default=1, help="cells run in a process pool of N")
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--reuse", default=None, help="an earlier runs.csv whose cells are kept")
     ap.add_argument(
         "--marlin-option",
         action="append",
@@ -340,6 +378,7 @@ def main(argv: list[str] | None = None) -> None:
         cfg.sizes = tuple(int(s) for s in a.sizes.split(","))
     cfg.figures = tuple(int(s) for s in a.figures.split(","))
     cfg.jobs = max(a.jobs, 1)
+    cfg.reuse = a.reuse
     cfg.only = tuple(p.strip() for p in a.policies.split(",") if p.strip())
     for kv in a.marlin_option:
         k, _, v = kv.partition("=")
