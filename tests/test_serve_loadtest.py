@@ -53,7 +53,9 @@ def test_report_counts_lost_requests_violations_and_phases():
     assert r["answered_by_killed_region_while_down"] == 0  # request 0 (DE-LU) was sent at 0 s
     res["down_s"] = [0.0, 4.0]
     r = _again(res)
-    assert r["answered_by_killed_region_while_down"] == 1
+    assert r["answered_by_killed_region_while_down"] == 1  # sent at 0 s, answered at 0.001 s
+    res["down_s"] = [0.0, 0.0005]  # restarted before that answer: it may have come from there
+    assert _again(res)["answered_by_killed_region_while_down"] == 0
 
 
 def _again(res: dict) -> dict:
