@@ -74,6 +74,7 @@ def llama_url(tmp_path_factory):
             proc.kill()
 
 
+@pytest.mark.slow  # 24 s here (server start 4 s + first evaluation), 8 s of it CPU
 def test_chat_and_streaming_through_the_gateway_to_llama_cpp(llama_url, servers, tmp_path):
     raw = {
         "policy": {"geo": "lowest-carbon", "local": "least-connections"},
