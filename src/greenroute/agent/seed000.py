@@ -87,6 +87,11 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--retrain-steps", type=int, default=None)
     ap.add_argument("--quick", action="store_true", help="tiny sizes (a test of the pipeline)")
     ap.add_argument(
+        "--no-agents",
+        action="store_true",
+        help="only the non-LLM rows (local-only, heuristics, expert) and Table 2",
+    )
+    ap.add_argument(
         "--render-only",
         action="store_true",
         help="rewrite tables.md/csv from OUT/manifest.json (no runs)",
@@ -214,47 +219,49 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("expert (teacher)", teacher)]  # fmt: skip
     for controller, pol in base:
         run("table7", "geo3", controller, pol, a.days)
-    # --- dataset and agents
-    t0 = time.perf_counter()
-    data = out / "dataset"
-    log(f"recording the teacher's decisions on geo3, {a.record_days:g} days")
-    manifest["dataset_card"] = record_text(teacher, data, "geo3", days=a.record_days,
-                                           seed=a.seed, data_dir=a.data_dir)  # fmt: skip
-    manifest["wall_s"]["record"] = round(time.perf_counter() - t0, 1)
-    t0 = time.perf_counter()
-    dirs, cards = build_agents(a, data, out, log)
-    manifest["distill_cards"] = cards
-    manifest["wall_s"]["distill"] = round(time.perf_counter() - t0, 1)
-    llm_window = a.llm_days != a.days
-    if llm_window:
-        for controller, pol in base:
-            run("table7-llm-window", "geo3", controller, pol, a.llm_days)
-    table7_llm = "table7-llm-window" if llm_window else "table7"
-    ood_agents = {"lora_fs": ["lora_fs"], "all": [n for n, _ in AGENTS], "none": []}[a.ood_agents]
-    for name, label in AGENTS:
+    # --- dataset and agents (skipped with --no-agents)
+    dirs: dict[str, Path] = {}
+    if not a.no_agents:
         t0 = time.perf_counter()
-        policy = load_agent(dirs[name], a.dtype)
-        manifest["wall_s"][f"load_{name}"] = round(time.perf_counter() - t0, 1)
-        agree[name] = {}
-        for role in ("manager", "worker"):
+        data = out / "dataset"
+        log(f"recording the teacher's decisions on geo3, {a.record_days:g} days")
+        manifest["dataset_card"] = record_text(teacher, data, "geo3", days=a.record_days,
+                                               seed=a.seed, data_dir=a.data_dir)  # fmt: skip
+        manifest["wall_s"]["record"] = round(time.perf_counter() - t0, 1)
+        t0 = time.perf_counter()
+        dirs, cards = build_agents(a, data, out, log)
+        manifest["distill_cards"] = cards
+        manifest["wall_s"]["distill"] = round(time.perf_counter() - t0, 1)
+        llm_window = a.llm_days != a.days
+        if llm_window:
+            for controller, pol in base:
+                run("table7-llm-window", "geo3", controller, pol, a.llm_days)
+        table7_llm = "table7-llm-window" if llm_window else "table7"
+        ood_agents = {"lora_fs": ["lora_fs"], "all": [n for n, _ in AGENTS], "none": []}
+        ood_agents = ood_agents[a.ood_agents]
+        for name, label in AGENTS:
             t0 = time.perf_counter()
-            res = agreement(dirs[name], data, role, a.eval_rows, backend=policy.rt.backend)
-            res["wall_s"] = round(time.perf_counter() - t0, 1)
-            agree[name][role] = res
-            log(f"agreement {label} {role}: {res['agreement']:.3f} on {res['rows']} held-out "
-                f"decisions ({res['decision_latency_ms']:.0f} ms/decision)")  # fmt: skip
-        row = run(table7_llm, "geo3", label, policy, a.llm_days)
-        row["decisions_per_s"] = _rate(policy)
-        for scenario, table in (("geo5", "table8"), ("geo10", "table9")):
-            if name in ood_agents:
-                ood_table = table if a.ood_days == a.days else f"{table}-llm-window"
-                run(ood_table, scenario, label, policy, a.ood_days)
+            policy = load_agent(dirs[name], a.dtype)
+            manifest["wall_s"][f"load_{name}"] = round(time.perf_counter() - t0, 1)
+            agree[name] = {}
+            for role in ("manager", "worker"):
+                t0 = time.perf_counter()
+                res = agreement(dirs[name], data, role, a.eval_rows, backend=policy.rt.backend)
+                res["wall_s"] = round(time.perf_counter() - t0, 1)
+                agree[name][role] = res
+                log(f"agreement {label} {role}: {res['agreement']:.3f} on {res['rows']} held-out "
+                    f"decisions ({res['decision_latency_ms']:.0f} ms/decision)")  # fmt: skip
+            row = run(table7_llm, "geo3", label, policy, a.llm_days)
+            row["decisions_per_s"] = _rate(policy)
+            for scenario, table in (("geo5", "table8"), ("geo10", "table9")):
+                if name in ood_agents:
+                    ood_table = table if a.ood_days == a.days else f"{table}-llm-window"
+                    run(ood_table, scenario, label, policy, a.ood_days)
     for scenario, table in (("geo5", "table8"), ("geo10", "table9")):
         for controller, pol in base:
             run(table, scenario, controller, pol, a.days)
-            if a.ood_days != a.days:
+            if a.ood_days != a.days and not a.no_agents:
                 run(f"{table}-llm-window", scenario, controller, pol, a.ood_days)
-    (out / "agreement.json").write_text(json.dumps(agree, indent=2) + "\n")
     # --- Table 2
     if a.table2_policy != "none":
         t2 = {"expert": teacher, "lora_fs": f"llm:{dirs['lora_fs']}"}.get(
@@ -331,6 +338,7 @@ def write_outputs(out: Path, rows, agree, a, manifest, raw, t_start) -> None:
     acc = T.acceptance(rows, AGENTS[-1][1], agree.get("lora_fs", {}).get("manager", {})
                        .get("agreement"))  # fmt: skip
     manifest["acceptance"] = acc
+    (out / "agreement.json").write_text(json.dumps(agree, indent=2) + "\n")
     parts += ["", T.acceptance_markdown(acc)]
     if (out / "table2.txt").is_file():
         parts += ["", "### Table 2 (agent.copilot_table2)", "", "```",
