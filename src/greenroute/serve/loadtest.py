@@ -46,11 +46,12 @@ EXCLUDED = "US-CAL-CISO"
 PHASES = ("before", "killed", "restored")
 WARMUP_REQUESTS = 60
 WARMUP_MARGIN_S = 8.0  # gateway start-up + warm-up before the planned start (loaded machine)
-DRAIN_TIMEOUT_S = 120.0
+CLIENT_TIMEOUT_S = 30.0  # a request not answered this long after its scheduled time is lost
+DRAIN_TIMEOUT_S = CLIENT_TIMEOUT_S + 60.0  # the client process ends this long after the run
 # the client reuses a connection idle for less than this: uvicorn closes idle keep-alive
 # connections after 5 s (its timeout_keep_alive default), and a request written into a
 # connection the server is closing gets no answer
-IDLE_REUSE_S = 2.0  # the client must have its answers this long after the run
+IDLE_REUSE_S = 2.0
 
 
 def loadtest_config(urls: dict[str, str], t0_s: float, duration_s: float,
@@ -128,9 +129,9 @@ async def _drive(url: str, rate: float, duration_s: float, start_at: float | Non
                     conn = c
                     break
                 c[1].close()
-            if conn is None:
-                conn = await asyncio.open_connection(host, port)
             try:
+                if conn is None:
+                    conn = await asyncio.open_connection(host, port)
                 reader, writer = conn
                 writer.write(reqs[origin[i]])
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -151,7 +152,21 @@ async def _drive(url: str, rate: float, duration_s: float, start_at: float | Non
             except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as err:
                 kind = type(err).__name__
                 errors[kind] = errors.get(kind, 0) + 1
-                conn[1].close()
+                if conn is not None:
+                    conn[1].close()
+            except asyncio.CancelledError:  # timed out (below): the connection is in a bad state
+                if conn is not None:
+                    conn[1].close()
+                raise
+
+    async def timed(i: int) -> None:
+        """``one(i)`` answered within CLIENT_TIMEOUT_S of its scheduled time, else lost."""
+        try:
+            await asyncio.wait_for(one(i), CLIENT_TIMEOUT_S)
+        except TimeoutError:
+            errors["timeout"] = errors.get("timeout", 0) + 1
+            if np.isnan(late_s[i]):  # never got a connection slot
+                late_s[i] = CLIENT_TIMEOUT_S
 
     await asyncio.sleep(max(t0 - time.perf_counter(), 0.0))
     tasks = set()
@@ -159,7 +174,7 @@ async def _drive(url: str, rate: float, duration_s: float, start_at: float | Non
         delay = t0 + i / rate - time.perf_counter()
         if delay > 0.0005:
             await asyncio.sleep(delay)
-        task = asyncio.create_task(one(i))
+        task = asyncio.create_task(timed(i))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
     sent_s = time.perf_counter() - t0
