@@ -110,7 +110,10 @@ def policy(name, **kw):
 def test_every_registered_policy_returns_a_valid_plan():
     obs = make_obs()
     for name in geo_policy_names():
-        plan = policy(name).plan(obs)
+        p = policy(name)
+        if getattr(p, "needs_simulator", False):  # plans on forks of a run (MARLIN: its tests)
+            continue
+        plan = p.plan(obs)
         assert plan.route.shape == (2, 3, 3), name
         assert np.allclose(plan.route.sum(axis=2), 1.0), name
         assert (plan.route >= 0).all(), name

@@ -69,6 +69,7 @@ class MarlinPolicy:
 
     name = "marlin"
     options: dict
+    needs_simulator = True  # plans only inside a Simulation (bind_simulator): it forks epochs
 
     def __init__(
         self,
