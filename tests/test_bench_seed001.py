@@ -112,3 +112,20 @@ def test_reuse_keeps_only_the_cells_of_this_plan(tmp_path):
     pd.DataFrame(rows).to_csv(tmp_path / "runs.csv", index=False)
     kept = S.reused_rows(str(tmp_path / "runs.csv"), cells)
     assert len(kept) == 1 and kept.iloc[0].hours == 24.0 and kept.iloc[0].seed == 0
+
+
+def test_marlin_n_keeps_marlin8s_setup_over_n_sites():
+    from greenroute.core.errors import ConfigError
+    from greenroute.scenarios import get_scenario
+    from greenroute.scenarios.marlin import MARLIN8_REGIONS, MARLIN_SCALE_REGIONS, marlin_n
+
+    m8, m12 = get_scenario("marlin8"), marlin_n(12)
+    assert set(MARLIN_SCALE_REGIONS[:8]) == set(MARLIN8_REGIONS)  # n = 8 is marlin8's sites
+    assert m12.regions == m12.origins == MARLIN_SCALE_REGIONS and m12.name == "marlin12"
+    assert marlin_n(4).regions == MARLIN_SCALE_REGIONS[:4]
+    # per datacenter: the same nodes, cap and per-origin load as marlin8
+    assert set(m12.constraints.power_caps_kw.values()) == set(m8.constraints.power_caps_kw.values())
+    assert m12.cluster.regions[0].groups == m8.cluster.regions[0].groups
+    assert m12.workload.interactive_rps[0] == m8.workload.interactive_rps[0]
+    with pytest.raises(ConfigError, match="4 to 12"):
+        marlin_n(3)
