@@ -103,3 +103,25 @@ def test_bench_command_prints_every_column_and_the_claim(tmp_path, capsys):
         assert word in out
     assert "vs lowest-carbon" in out and "-92.6 %" in out and "-90.3 %" in out
     assert (tmp_path / "results.json").is_file() and (tmp_path / "maccs.zip").is_file()
+
+
+def test_local_rewards_add_up_to_the_shared_objective():
+    env = _env(hours=1.0)
+    env.core.local_share = 1.0
+    env.reset()
+    R = env.sim.n_regions
+    total = 0.0
+    for w in range(8):
+        acts = {a: np.array([(k + w) % R, 1]) for k, a in enumerate(env.possible_agents)}
+        batch = env.sim.batch()
+        n0 = len(env.sim.ledger.transfers)
+        res = env.sim.step(env.core.act(np.array(list(acts.values()))))
+        per = env.core.rewards(res, batch, env._migration_objective(n0))
+        # each agent's own objective (times R) sums to R times the window's whole objective
+        assert per.sum() == pytest.approx(R * env.core.reward(res), rel=1e-9)
+        total += env.sim.ledger.sent_gb(reason="migrate")
+    assert total > 0  # migrations were attributed too
+    env.core.local_share = 0.0
+    res = env.sim.step(env.core.act(np.zeros((R, 2), int)))
+    np.testing.assert_array_equal(env.core.rewards(res, env.sim.batch(), np.zeros(R)),
+                                  np.full(R, env.core.reward(res)))  # fmt: skip

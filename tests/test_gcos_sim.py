@@ -164,3 +164,17 @@ def test_without_peer_fetch_every_copy_comes_from_origin_storage():
         n = len(with_peers.batch())
         with_peers.step(Decision([int(x) for x in rng.integers(0, with_peers.n_regions, size=n)]))
     assert any(t.src != with_peers.home(t.key) for t in with_peers.ledger.transfers)
+
+
+def test_per_task_costs_add_up_to_the_run_total():
+    sim = GcosSim(_small(hours=0.5))
+    rng = np.random.default_rng(2)
+    while not sim.done:
+        n = len(sim.batch())
+        migs = [Migration(("d", int(rng.integers(0, sim.cat.data_gb.size))), 1)]
+        sim.step(Decision([int(x) for x in rng.integers(0, sim.n_regions, size=n)], migs))
+    m = sim.metrics()
+    mig = [t for t in sim.ledger.transfers if t.reason == "migrate"]
+    assert mig
+    assert sim.task_usd.sum() + sum(t.cost_usd for t in mig) == pytest.approx(m["cost_usd"])
+    assert sim.task_kg.sum() + sum(t.carbon_kg for t in mig) == pytest.approx(m["carbon_kg"])

@@ -42,6 +42,7 @@ def train_maccs(
     seed: int = 0,
     data_dir: Path | None = None,
     save_to: Path | None = None,
+    local_share: float = 0.0,
 ):
     """(trained PPO model, wall seconds). ``steps`` counts agent transitions."""
     import torch
@@ -49,7 +50,7 @@ def train_maccs(
 
     torch.set_num_threads(1)
     sim = GcosSim(sc, period="train", data_dir=data_dir)
-    core = MaccsCore(predictor, Weights.of(sc), migrate=migrate)
+    core = MaccsCore(predictor, Weights.of(sc), migrate=migrate, local_share=local_share)
     venv = SharedAgentVecEnv(GcosParallelEnv(sim, core))
     t0 = time.perf_counter()
     model = PPO("MlpPolicy", venv, seed=seed, device="cpu", verbose=0,

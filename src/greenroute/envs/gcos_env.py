@@ -50,18 +50,31 @@ class GcosParallelEnv(ParallelEnv):
 
     def step(self, actions: dict):
         acts = np.array([actions[a] for a in self.possible_agents])
+        batch = self.sim.batch()
+        n0 = len(self.sim.ledger.transfers)
         res = self.sim.step(self.core.act(acts))
-        r = self.core.reward(res)
+        migrated = self._migration_objective(n0)
+        per_agent = self.core.rewards(res, batch, migrated)
         done = self.sim.done
         obs = self._obs_dict() if not done else {a: np.zeros(self._obs.shape, np.float32)
                                                   for a in self.agents}  # fmt: skip
-        rewards = {a: r for a in self.agents}
+        rewards = {a: float(per_agent[k]) for k, a in enumerate(self.possible_agents)}
         terms = {a: done for a in self.agents}
         truncs = {a: False for a in self.agents}
         infos = {a: {} for a in self.agents}
         if done:
             self.agents = []
         return obs, rewards, terms, truncs, infos
+
+    def _migration_objective(self, n0: int) -> np.ndarray:
+        """Objective of this window's migration copies, per agent that ordered them."""
+        out = np.zeros(self.sim.n_regions)
+        who = {(m.key, m.dst): o for o, m in self.core.ordered}
+        w = self.core.weights
+        for t in self.sim.ledger.transfers[n0:]:
+            if t.reason == "migrate" and (t.key, t.dst) in who:
+                out[who[t.key, t.dst]] += t.cost_usd + w.carbon_usd_per_kg * t.carbon_kg
+        return out
 
 
 class SharedAgentVecEnv(VecEnv):

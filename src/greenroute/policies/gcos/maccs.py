@@ -44,14 +44,17 @@ class MaccsCore:
     """Observation and action semantics of MACCS over one :class:`GcosSim` run."""
 
     def __init__(self, predictor: ExecPredictor, weights: Weights, migrate: bool = True,
-                 budget_gb: float = 10.0, reward_scale: float = 5.0) -> None:  # fmt: skip
+                 budget_gb: float = 10.0, reward_scale: float = 5.0,
+                 local_share: float = 0.0) -> None:  # fmt: skip
         self.predictor, self.weights = predictor, weights
         self.migrate, self.budget_gb, self.reward_scale = migrate, budget_gb, reward_scale
+        self.local_share = local_share
 
     def reset(self, sim) -> None:
         self.sim = sim
         self.backlog = Backlog(sim, task_exec_estimates(sim, self.predictor))
         self.hot = HotObjects(sim.n_regions)
+        self.ordered: list[tuple[int, object]] = []
 
     def observe(self) -> np.ndarray:
         sim, R = self.sim, self.sim.n_regions
@@ -89,10 +92,13 @@ class MaccsCore:
         sim = self.sim
         acts = np.asarray(actions, dtype=np.int64).reshape(sim.n_regions, 2)
         migs = []
+        self.ordered = []
         if self.migrate:
             for o, (target, flag) in enumerate(acts):
                 if flag:
-                    migs += hot_migrations(sim, self.hot, o, int(target), self.budget_gb)
+                    mine = hot_migrations(sim, self.hot, o, int(target), self.budget_gb)
+                    self.ordered += [(o, m) for m in mine]
+                    migs += mine
 
         def candidates(i: int, planned: set) -> set[int]:
             o = int(sim.tasks.origin[i])
@@ -106,6 +112,20 @@ class MaccsCore:
         w = self.weights
         obj = res.cost_usd + w.carbon_usd_per_kg * res.carbon_kg + w.wait_usd_per_h * res.wait_h
         return -obj / self.reward_scale
+
+    def rewards(self, res: WindowResult, batch: np.ndarray, migrated: np.ndarray) -> np.ndarray:
+        """Per agent: ``(1 - local_share)`` times the shared reward plus ``local_share`` times
+        ``R`` times minus the objective of its own origin's tasks and migrations (0: fully
+        cooperative, the default). ``migrated[o]``: objective of the copies agent o ordered."""
+        sim, w, R = self.sim, self.weights, self.sim.n_regions
+        shared = self.reward(res)
+        if self.local_share == 0.0:
+            return np.full(R, shared)
+        o = sim.tasks.origin[batch]
+        wait_h = (sim.start_s[batch] - sim.tasks.arrival_s[batch]) / 3600.0
+        per = sim.task_usd[batch] + w.carbon_usd_per_kg * sim.task_kg[batch]
+        own = np.bincount(o, weights=per + w.wait_usd_per_h * wait_h, minlength=R) + migrated
+        return (1.0 - self.local_share) * shared - self.local_share * R * own / self.reward_scale
 
 
 class MaccsPolicy:

@@ -110,6 +110,9 @@ class GcosSim:
         self.finish_s = np.full(len(self.tasks), np.nan)
         self.compute = {"energy_kwh": 0.0, "carbon_kg": 0.0, "cost_usd": 0.0}
         self.busy_s = np.zeros(R)
+        # per task: compute plus the copies its misses caused (migrations are not in these)
+        self.task_usd = np.zeros(len(self.tasks))
+        self.task_kg = np.zeros(len(self.tasks))
 
     @property
     def done(self) -> bool:
@@ -213,6 +216,7 @@ class GcosSim:
     def _place(self, i: int, r: int, t: float, out: WindowResult) -> None:
         sc = self.sc
         ready = t + float(self.latency_s[self.tasks.origin[i], r])
+        n0 = len(self.ledger.transfers)
         for key in self.task_keys(i):
             cache = self.cache_of(key)[r]
             if cache.touch(key):
@@ -237,6 +241,9 @@ class GcosSim:
         out.carbon_kg += carbon
         out.cost_usd += cost
         out.wait_h += (start - float(self.tasks.arrival_s[i])) / 3600.0
+        fetched = self.ledger.transfers[n0:]
+        self.task_usd[i] = cost + sum(x.cost_usd for x in fetched)
+        self.task_kg[i] = carbon + sum(x.carbon_kg for x in fetched)
 
     def run(self, policy) -> dict[str, float]:
         """Reset, let ``policy`` (``reset(sim)``, ``decide(sim) -> Decision``) run every
