@@ -73,8 +73,8 @@ class Planner:
         # held deferrable requests: (t0, horizon, epoch_s) -> (count, earliest, due)
         self.pending_source: Callable | None = None
         self.geo = make_geo_policy(cfg.geo_policy, **dict(cfg.geo_options))
-        if hasattr(self.geo, "bind_simulator"):  # it simulates candidate plans (MARLIN)
-            raise ConfigError(
+        if getattr(self.geo, "needs_simulator", False) or hasattr(self.geo, "bind_simulator"):
+            raise ConfigError(  # it simulates candidate plans (MARLIN)
                 f"{cfg.source}: policy.geo: {cfg.geo_policy!r} plans by simulating candidate "
                 "plans, which needs the simulator; it cannot plan live traffic (choose another "
                 "geo policy, or compare it offline with greenroute replay)"
