@@ -34,7 +34,7 @@ def quick(tmp_path_factory) -> Path:
     out = tmp / "out"
     argv = ["--quick", "--out", str(out), "--teacher", f"rl:{teacher}", "--model", str(model),
             "--heuristics", "lowest-carbon", "--days", "0.25", "--eval-rows", "2",
-            "--table2-policy", "none"]  # fmt: skip
+            "--table2-policy", "lowest-carbon"]  # fmt: skip
     assert S.main(argv) == 0
     return out
 
@@ -91,6 +91,7 @@ def test_quick_expert_refuses_larger_clusters_llm_runs_them(quick: Path) -> None
         # 1 epoch: every origin's Manager decides once (Workers ask only with work to defer)
         assert float(llm["llm_decisions"]) >= n
     md = (quick / "tables.md").read_text()
+    assert "Table 2, geo3, 0.25 days" in (quick / "table2.txt").read_text()
     assert "cannot run: model" in md and "Qwen LoRA+FS | 22,511" in md
 
 

@@ -82,7 +82,7 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--heuristics", default=",".join(HEURISTICS))
     ap.add_argument("--ood-agents", default="lora_fs", choices=("lora_fs", "all", "none"))
     ap.add_argument(
-        "--table2-policy", default="expert", help="expert, lora_fs, none, or any policy spec"
+        "--table2-policy", default="lp-mpc", help="lp-mpc, expert, lora_fs, none or a policy"
     )
     ap.add_argument("--retrain-steps", type=int, default=None)
     ap.add_argument("--quick", action="store_true", help="tiny sizes (a test of the pipeline)")
@@ -264,9 +264,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 run(f"{table}-llm-window", scenario, controller, pol, a.ood_days)
     # --- Table 2
     if a.table2_policy != "none":
-        t2 = {"expert": teacher, "lora_fs": f"llm:{dirs['lora_fs']}"}.get(
-            a.table2_policy, a.table2_policy
-        )
+        t2 = {"expert": teacher}.get(a.table2_policy, a.table2_policy)
+        if t2 == "lora_fs":
+            if "lora_fs" not in dirs:
+                raise ConfigError("--table2-policy lora_fs needs the agents (drop --no-agents)")
+            t2 = f"llm:{dirs['lora_fs']}"
         days2 = a.llm_days if t2.startswith("llm:") else a.days
         argv2 = ["--days", str(days2), "--policy", t2, "--seed", str(a.seed),
                  "--retrain-steps", str(a.retrain_steps)]  # fmt: skip
