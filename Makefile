@@ -11,7 +11,7 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install --quiet -e ".[dev,opt,rl,agent,scale,serve]"
+	$(PY) -m pip install --quiet -e ".[dev,opt,rl,agent,scale,serve,llama]"
 	touch $(STAMP)
 
 install: $(STAMP)
