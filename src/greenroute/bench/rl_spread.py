@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         verdicts += v
         texts.append(t)
     texts.append(f"Seeds {seeds}; wall time {time.perf_counter() - t0:.0f} s, of which training "
-                 f"and seed 002's evaluation {train_wall:.0f} s (saved models reused), with "
+                 f"(where not reused) and seed 002's evaluation {train_wall:.0f} s, with "
                  f"{args.workers} workers; logs in {out / 'logs'}")  # fmt: skip
     with (out / "spread.csv").open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
