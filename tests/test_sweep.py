@@ -65,10 +65,12 @@ def test_grid_expands_in_order_with_stable_keys():
     ("spec", "message"),
     [
         ({**GRID, "seedz": 2}, "unknown key(s) ['seedz']; valid choices: name, scenarios"),
-        ({**GRID, "policies": ["nope"]}, "unknown policy 'nope'; valid choices: admm,"),
+        ({**GRID, "policies": ["nope"]},
+         "unknown policy 'nope'; valid choices: actor-critic, admm,"),
         ({**GRID, "scenarios": ["geo4"]}, "unknown scenario 'geo4'; valid choices: au-edge,"),
         ({**GRID, "policies": [{"name": "lp-mpc", "options": {"hz": 1}}]},
-         "unknown option 'hz' of policy 'lp-mpc'; valid choices: horizon, max_utilisation"),
+         "unknown option 'hz' of policy 'lp-mpc'; valid choices: blind_cop, blind_data_dir, "
+         "blind_pue, cooling_model, horizon, max_utilisation, weights"),
         ({**GRID, "policies": [{"name": "lowest-carbon", "options": {"target_utilisation": 2}}]},
          "target_utilisation must be in (0, 1]"),
         ({**GRID, "policies": [{"nam": "x"}]}, "unknown policy key(s) ['nam']"),
