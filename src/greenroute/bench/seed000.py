@@ -124,9 +124,11 @@ def run_controller(table: str, scenario: str, controller: str, policy, *, days: 
 def _fmt(v, col: str) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
+    if col == "days":
+        return f"{v:.4g}"
     if col in ("sla_violated_pct",):
         return f"{v:.3f}"
-    if col in ("water_m3_per_day", "max_task_delay_min", "days", "wall_s"):
+    if col in ("water_m3_per_day", "max_task_delay_min", "wall_s"):
         return f"{v:,.1f}"
     if col in ("constraint_violations", "llm_decisions"):
         return f"{v:,.0f}"
