@@ -174,13 +174,9 @@ MARLIN_SCALE_REGIONS: tuple[str, ...] = (
 def marlin8() -> Scenario:
     """MARLIN's baseline experiment: 8 datacenters, 24 h of 15-minute epochs.
 
-    Known limitation (engine, not scenario): the fluid engine splits a region's requests over
-    its hardware groups by slot share whatever the model, and drops requests that land on a
-    group that cannot host their model. Here no group can host both models (Llama-2-7B has
-    only a tp = 1 profile, Llama-2-70B needs tp >= 2), so until ``sim/fluid.py`` splits each
-    model over the groups able to host it, about half of the requests are dropped as
-    ``no_server_for_model`` (tests/test_scenarios_extra.py marks that check xfail).
-    """
+    No node type hosts both models (Llama-2-7B has only a tp = 1 profile, Llama-2-70B needs
+    tp >= 2); both engines split each model's requests over the groups able to host it, so none
+    is dropped as ``no_server_for_model`` (``tests/test_scenarios_extra.py``)."""
     return marlin_scenario(MARLIN8_REGIONS, "marlin8")
 
 
