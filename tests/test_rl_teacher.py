@@ -244,3 +244,10 @@ def test_short_teacher_training_writes_curves_and_manifest(tmp_path):
     res = greenroute.run("geo3", man["teacher"], days=0.1)
     assert res.metrics["requests_completed"] > 0
     assert res.metrics["invalid_plans"] == 0
+    # its manifest reproduces it (an rl: policy records no options: it takes none)
+    assert res.manifest["policy_options"] == {}
+    from greenroute.sim.output import write_run
+
+    write_run(res, tmp_path / "run")
+    again = greenroute.api.run_manifest(tmp_path / "run" / "manifest.json")
+    assert greenroute.api.metrics_equal(again.metrics, res.metrics, rel=0.0)

@@ -284,7 +284,7 @@ def run_manifest(path: str | Path, **overrides) -> RunResult:
         )
     res = run(
         scenario,
-        m["policy"],
+        m.get("policy_spec") or m["policy"],
         local_policy=m.get("local_policy", "least-loaded"),
         seed=int(m["seed"]),
         # manifest_version 2 records both; they give the same whole epochs

@@ -104,7 +104,7 @@ class RunContext:
 
     @property
     def policy_name(self) -> str:
-        return str(self.manifest["policy"])
+        return str(self.manifest.get("policy_spec") or self.manifest["policy"])
 
     @property
     def seed(self) -> int:

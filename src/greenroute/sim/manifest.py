@@ -46,6 +46,9 @@ def build_manifest(sim) -> dict:
         "start_utc": sc.start_utc.isoformat(),
         "epoch_s": sc.epoch_s,
         "policy": getattr(sim.geo, "name", type(sim.geo).__name__),
+        # the name that builds the policy again when it differs from its display name
+        # (``rl:PATH``: the model's absolute path; the name shows only the file's)
+        "policy_spec": getattr(sim.geo, "spec", None),
         "policy_options": dict(geo_opts) if isinstance(geo_opts, dict) else {},
         "local_policy": sim.local[0].name,
         "seed": cfg.seed,
@@ -105,6 +108,7 @@ def _field_rules() -> dict[str, tuple[Callable[[object], bool], str]]:
     return {
         "scenario": (_text, "a scenario name"),
         "policy": (_text, "a policy name"),
+        "policy_spec": (_optional(_text), "a policy name or null"),
         "local_policy": (_text, "a local policy name"),
         "seed": (_seed, "an integer >= 0"),
         "days": (_positive, "a finite number > 0"),

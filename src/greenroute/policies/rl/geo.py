@@ -141,7 +141,11 @@ class RLGeoPolicy:
         self.manager = manager
         self.worker = worker
         self.name = name
-        self.options = {
+        # ``options`` are what the policy was built with (recorded in the run's manifest and
+        # passed back by reproduce and the copilot): an ``rl:`` policy takes none; the paths of
+        # its models are information only
+        self.options: dict = {}
+        self.model_paths = {
             "manager": manager.path if manager else None,
             "worker": worker.path if worker else None,
         }
@@ -194,10 +198,17 @@ def load_rl_geo_policy(path: str, **_options) -> RLGeoPolicy:
         manager = Manager(path)
         wspec = meta.get("env_options", {}).get("worker", "execute")
         worker = Worker(wspec) if wspec not in (None, "", "execute") else None
-        return RLGeoPolicy(manager, worker, f"rl:{Path(path).name}")
+        return _with_spec(RLGeoPolicy(manager, worker, f"rl:{Path(path).name}"), path)
     if env_id == WORKER_ENV:
         worker = Worker(path)
         mspec = meta.get("env_options", {}).get("manager", "local")
         manager = Manager(mspec) if mspec not in (None, "", "local") else None
-        return RLGeoPolicy(manager, worker, f"rl:{Path(path).name}")
+        return _with_spec(RLGeoPolicy(manager, worker, f"rl:{Path(path).name}"), path)
     raise ConfigError(f"model {path} was trained on {env_id}, not a geo environment")
+
+
+def _with_spec(policy: RLGeoPolicy, path: str) -> RLGeoPolicy:
+    """``spec``: the name that builds this policy again (``rl:`` + the model's absolute path),
+    recorded in a run's manifest beside the short display ``name``."""
+    policy.spec = f"rl:{Path(path).resolve()}"
+    return policy
