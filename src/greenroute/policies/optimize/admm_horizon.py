@@ -35,7 +35,12 @@ import numpy as np
 from numba import njit
 
 from greenroute.core.types import Observation
-from greenroute.policies.optimize.admm_solver import _prox_region, recover_feasible, region_pwl
+from greenroute.policies.optimize.admm_solver import (
+    _prox_region,
+    balance_rho,
+    recover_feasible,
+    region_pwl,
+)
 from greenroute.policies.optimize.epoch_problem import (
     EpochProblem,
     busy_slots,
@@ -232,22 +237,8 @@ def _horizon_loop(
         if r_norm <= eps_pri and s_norm <= eps_dual:
             converged = True
             break
-        if it <= rho_freeze:
-            adapt = it % rho_every == 0
-        else:
-            k = it // rho_freeze
-            adapt = it % rho_freeze == 0 and (k & (k - 1)) == 0
-        if adaptive and adapt:
-            f = 1.0
-            if r_norm > mu * s_norm:
-                f = tau
-            elif s_norm > mu * r_norm:
-                f = 1.0 / tau
-            if f != 1.0:
-                rho *= f
-                for q in range(n_q):
-                    for p in range(n_p):
-                        u[q, p] /= f
+        if adaptive:
+            rho = balance_rho(it, r_norm, s_norm, rho, u, mu, tau, rho_every, rho_freeze)
     return x, it, converged, rho, r_norm, s_norm, eps_pri, eps_dual
 
 

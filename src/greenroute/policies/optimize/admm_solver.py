@@ -242,24 +242,35 @@ def _admm_loop(
         if r_norm <= eps_pri and s_norm <= eps_dual:
             converged = True
             break
-        # Boyd 3.4.1 residual balancing, every rho_every iterations, frozen after rho_freeze
-        if it <= rho_freeze:
-            adapt = it % rho_every == 0
-        else:  # then only at rho_freeze x 2^k: finitely many changes in any run
-            k = it // rho_freeze
-            adapt = it % rho_freeze == 0 and (k & (k - 1)) == 0
-        if adaptive and adapt:
-            f = 1.0
-            if r_norm > mu * s_norm:
-                f = tau
-            elif s_norm > mu * r_norm:
-                f = 1.0 / tau
-            if f != 1.0:
-                rho *= f
-                for r in range(n_r):
-                    for p in range(n_p):
-                        u[r, p] /= f
+        if adaptive:
+            rho = balance_rho(it, r_norm, s_norm, rho, u, mu, tau, rho_every, rho_freeze)
     return x, it, converged, rho, r_norm, s_norm, eps_pri, eps_dual
+
+
+@njit(cache=True)
+def balance_rho(it, r_norm, s_norm, rho, u, mu, tau, rho_every, rho_freeze):
+    """Boyd et al. 2011 §3.4.1 residual balancing: every ``rho_every`` iterations, then only at
+    ``rho_freeze x 2^k`` (finitely many changes in any run), ``rho`` is scaled by ``tau`` (or
+    ``1 / tau``) when one residual exceeds ``mu`` times the other, and the scaled dual ``u``
+    (2-D, in place) by the inverse. Returns the new ``rho``."""
+    if it <= rho_freeze:
+        adapt = it % rho_every == 0
+    else:
+        k = it // rho_freeze
+        adapt = it % rho_freeze == 0 and (k & (k - 1)) == 0
+    if not adapt:
+        return rho
+    f = 1.0
+    if r_norm > mu * s_norm:
+        f = tau
+    elif s_norm > mu * r_norm:
+        f = 1.0 / tau
+    if f != 1.0:
+        rho *= f
+        for q in range(u.shape[0]):
+            for p in range(u.shape[1]):
+                u[q, p] /= f
+    return rho
 
 
 @njit(cache=True)
