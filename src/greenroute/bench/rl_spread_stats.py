@@ -10,7 +10,6 @@ episodes) ``A - B`` is A's values shifted by B's number, so its interval is A's 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,13 +18,6 @@ import numpy as np
 from greenroute.core.errors import ConfigError
 
 CONFIDENCE = 0.95
-
-
-def t_quantile(p: float, dof: int) -> float:
-    """Student's t quantile (scipy.stats.t.ppf)."""
-    from scipy.stats import t
-
-    return float(t.ppf(p, dof))
 
 
 @dataclass(frozen=True)
@@ -59,9 +51,10 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Inter
         raise ConfigError(f"a confidence interval needs at least 2 values, got {v.size}")
     if not np.isfinite(v).all():
         raise ConfigError(f"a confidence interval needs finite values, got {v.tolist()}")
-    s = float(v.std(ddof=1))
-    half = t_quantile((1.0 + confidence) / 2.0, v.size - 1) * s / math.sqrt(v.size)
-    return Interval(int(v.size), float(v.mean()), s, half)
+    from greenroute.bench.report_data import mean_ci
+
+    mean, half, n = mean_ci(v, level=confidence)
+    return Interval(n, mean, float(v.std(ddof=1)), half)
 
 
 def paired_interval(a: Sequence[float], b: Sequence[float]) -> Interval:

@@ -50,17 +50,12 @@ PAPER = {  # seed 001 §6.1 and §6.3
 
 
 def ci95(values) -> tuple[float, float, int]:
-    """Mean, 95 % CI half-width (Student t, n - 1 dof; 0 for one value) and n."""
-    from scipy.stats import t
+    """Mean, 95 % CI half-width (Student t, n - 1 dof; 0 for one value) and n
+    (``report_data.mean_ci``, which leaves the half-width NaN for one value)."""
+    from greenroute.bench.report_data import mean_ci
 
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    n = v.size
-    if n == 0:
-        return float("nan"), float("nan"), 0
-    if n == 1:
-        return float(v[0]), 0.0, 1
-    return float(v.mean()), float(t.ppf(0.975, n - 1) * v.std(ddof=1) / np.sqrt(n)), n
+    mean, half, n = mean_ci(np.asarray(values, dtype=float), level=0.95)
+    return mean, (0.0 if n == 1 else half), n
 
 
 def _main_rows(df: pd.DataFrame, scenario: str = "marlin8") -> pd.DataFrame:
