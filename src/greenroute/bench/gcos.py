@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
 
-from greenroute.core.errors import GreenrouteError, UnknownNameError
+from greenroute.bench.gcos_seeds import SeedStore, format_summary, seed_summary
+from greenroute.core.errors import ConfigError, GreenrouteError, UnknownNameError
 from greenroute.data.paths import resolve_data_dir
 from greenroute.policies.gcos.common import Weights
 from greenroute.policies.gcos.maccs import MaccsCore, MaccsPolicy
@@ -58,6 +60,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--train-steps", type=int, default=60_000, help="agent transitions / model")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--train-seed", type=int, default=None, help="PPO seed (default --seed)")
+    ap.add_argument("--train-seeds", type=int, default=1,
+                    help="train every MACCS variant with this many PPO seeds (from --train-seed) "
+                         "and report mean, 95 %% CI and paired differences; with --out, saved "
+                         "models and runs are reused (resumable)")  # fmt: skip
+    ap.add_argument("--model-cache-gb", type=float, default=None, help="override per region")
+    ap.add_argument("--data-cache-gb", type=float, default=None, help="override per region")
     ap.add_argument("--policies", default=",".join(GCOS_POLICY_NAMES))
     return ap.parse_args(argv)
 
@@ -74,10 +82,20 @@ def run(args: argparse.Namespace) -> dict:
     opts: dict = {"seed": args.seed} | ({"hours": args.hours} if args.hours else {})
     if args.tasks_per_hour:
         opts["tasks_per_hour"] = args.tasks_per_hour
+    for k in ("model_cache_gb", "data_cache_gb"):
+        if getattr(args, k, None):
+            opts[k] = getattr(args, k)
+    if args.train_seeds < 1:
+        raise ConfigError(f"--train-seeds must be at least 1, got {args.train_seeds}")
     sc = get_gcos_scenario(args.scenario, **opts)
     data_dir = resolve_data_dir(args.data_dir)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
+    train_seed = args.seed if args.train_seed is None else args.train_seed
+    seeds = [train_seed + k for k in range(args.train_seeds)]
+    config = {"scenario": sc.name, "options": {k: str(v) for k, v in sorted(opts.items())},
+              "train_steps": args.train_steps}  # fmt: skip
+    store = SeedStore(args.out, config)
     weights = Weights.of(sc)
     preds = {k: fitted_predictor(sc, k, data_dir) for k in ("diptree", "mean")}
     sim = GcosSim(sc, period="eval", data_dir=data_dir)
@@ -85,43 +103,79 @@ def run(args: argparse.Namespace) -> dict:
           f"from {sc.eval_start_utc:%Y-%m-%d}; signals {sim.signal_source}, workload "
           f"{sim.trace_source}; predictor backend {preds['diptree'].backend}")  # fmt: skip
     results: dict[str, dict] = {}
-    train_seed = args.seed if args.train_seed is None else args.train_seed
     train_s: dict[str, float] = {}
+    per_seed: dict[str, dict[int, dict]] = {}
     for name in names:
         t0 = time.perf_counter()
-        run_sim = sim
         if name in HEURISTICS:
             pol = make_gcos_policy(name, preds["diptree"], weights)
+            results[name] = sim.run(pol) | {"eval_wall_s": time.perf_counter() - t0}
         else:
-            from greenroute.bench.gcos_train import train_maccs
-
-            kind = "mean" if name == "maccs-no-diptree" else "diptree"
-            migrate = name != "maccs-no-migration"
-            # without migration: no migrate action and no cache-to-cache copy on a miss
-            run_sc = sc if migrate else sc.with_options(peer_fetch=False)
-            save = args.out / f"{name}.zip" if args.out else None
-            model, train_s[name] = train_maccs(run_sc, preds[kind], migrate=migrate,
-                                               steps=args.train_steps, seed=train_seed,
-                                               data_dir=data_dir, save_to=save)  # fmt: skip
-            pol = MaccsPolicy(model, MaccsCore(preds[kind], weights, migrate=migrate), name)
-            if not migrate:
-                run_sim = GcosSim(run_sc, period="eval", data_dir=data_dir)
-        t1 = time.perf_counter()
-        results[name] = run_sim.run(pol) | {"eval_wall_s": time.perf_counter() - t1}
+            per_seed[name] = {}
+            for s in seeds:
+                per_seed[name][s] = _maccs_run(
+                    name, s, sc, sim, preds, weights, args, store, data_dir
+                )
+                if s == seeds[0]:
+                    train_s[name] = per_seed[name][s]["train_wall_s"]
+            results[name] = _mean_run(per_seed[name])
         print(f"  {name}: done in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     _print(results, train_s, sc)
+    summary = None
+    if len(seeds) > 1 and per_seed:
+        base = {n: r for n, r in results.items() if n in HEURISTICS}
+        summary = seed_summary(per_seed, base)
+        print(f"\nMACCS variants over PPO seeds {seeds[0]}..{seeds[-1]} "
+              f"({args.train_steps} transitions each):\n{format_summary(summary)}")  # fmt: skip
     out = {"scenario": sc.name, "regions": sc.regions, "hours": sc.hours, "seed": args.seed,
-           "train_steps": args.train_steps, "train_seed": train_seed,
-           "train_wall_s": train_s, "results": results,
-           "carbon_weight_usd_per_kg": sc.carbon_usd_per_kg,
+           "options": {k: str(v) for k, v in opts.items()},
+           "train_steps": args.train_steps, "train_seed": train_seed, "train_seeds": seeds,
+           "train_wall_s": train_s, "results": results, "per_seed": per_seed,
+           "seed_summary": summary, "carbon_weight_usd_per_kg": sc.carbon_usd_per_kg,
            "predictor_backend": preds["diptree"].backend}  # fmt: skip
     if args.out:
         (args.out / "results.json").write_text(json.dumps(out, indent=2, default=str))
-        keys = list(next(iter(results.values())))
+        keys = [k for k in next(iter(results.values())) if k != "train_wall_s"]
         lines = ["policy," + ",".join(keys)]
-        lines += [n + "," + ",".join(f"{r[k]:.6g}" for k in keys) for n, r in results.items()]
+        lines += [n + "," + ",".join(f"{r.get(k, math.nan):.6g}" for k in keys)
+                  for n, r in results.items()]  # fmt: skip
         (args.out / "results.csv").write_text("\n".join(lines) + "\n")
     return out
+
+
+def _maccs_run(name, seed, sc, sim, preds, weights, args, store: SeedStore, data_dir) -> dict:
+    """Metrics of one trained MACCS variant (``train_wall_s`` included): a saved run is reused,
+    a saved model is evaluated again, otherwise the variant is trained (and saved)."""
+    saved = store.load_run(name, seed)
+    if saved is not None:
+        return saved
+    kind = "mean" if name == "maccs-no-diptree" else "diptree"
+    migrate = name != "maccs-no-migration"
+    # without migration: no migrate action and no cache-to-cache copy on a miss
+    run_sc = sc if migrate else sc.with_options(peer_fetch=False)
+    path = store.model_path(name, seed)
+    if path is not None and path.is_file():
+        from stable_baselines3 import PPO
+
+        model, wall = PPO.load(path, device="cpu"), float("nan")
+    else:
+        from greenroute.bench.gcos_train import train_maccs
+
+        model, wall = train_maccs(run_sc, preds[kind], migrate=migrate, steps=args.train_steps,
+                                  seed=seed, data_dir=data_dir, save_to=path)  # fmt: skip
+    pol = MaccsPolicy(model, MaccsCore(preds[kind], weights, migrate=migrate), name)
+    run_sim = sim if migrate else GcosSim(run_sc, period="eval", data_dir=data_dir)
+    t1 = time.perf_counter()
+    run = run_sim.run(pol) | {"eval_wall_s": time.perf_counter() - t1, "train_wall_s": wall}
+    store.save_run(name, seed, run)
+    print(f"    {name} seed {seed}: {run['cost_usd']:.2f} USD, {run['carbon_kg']:.3f} kg",
+          file=sys.stderr)  # fmt: skip
+    return run
+
+
+def _mean_run(runs: dict[int, dict]) -> dict:
+    keys = next(iter(runs.values())).keys()
+    return {k: sum(r[k] for r in runs.values()) / len(runs) for k in keys}
 
 
 def _print(results: dict, train_s: dict, sc) -> None:

@@ -36,8 +36,11 @@ def place_batch(
     backlog: Backlog,
     weights: Weights,
     candidates: Callable[[int, set], Sequence[int]],
+    planned: set | None = None,
 ) -> list[int]:
-    planned: set = set()
+    """``planned``: (key, region) pairs already on their way this window (migrations), which
+    a placement there does not pay for again."""
+    planned = set() if planned is None else set(planned)
     out = []
     for i in sim.batch():
         i = int(i)

@@ -104,7 +104,10 @@ class MaccsCore:
             o = int(sim.tasks.origin[i])
             return {o, int(acts[o, 0]), affinity_region(sim, i, planned)}
 
-        placements = place_batch(sim, self.backlog, self.weights, candidates)
+        # the copies ordered this window are already paid for: a task placed with them does
+        # not pay the fetch again, and the target counts them for cache affinity
+        migrated = {(m.key, m.dst) for m in migs}
+        placements = place_batch(sim, self.backlog, self.weights, candidates, migrated)
         self.hot.record(sim)
         return Decision(placements, migs)
 

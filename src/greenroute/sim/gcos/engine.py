@@ -279,4 +279,10 @@ class GcosSim:
             "data_hit_rate": dh / (dh + dm) if dh + dm else 0.0,
             "bytes_moved_gb": led["bytes_moved_gb"],
             "bytes_migrated_gb": led["bytes_migrated_gb"],
+            # misses served by another region's cache instead of the origin storage
+            "peer_fetch_gb": sum(
+                t.size_gb
+                for t in self.ledger.transfers
+                if t.reason == "miss" and t.src != self.home(t.key)
+            ),
         }
