@@ -89,3 +89,19 @@ def test_single_objective_variant_plays_no_game(scenario):
     assert pol.counts["forks"] == (EPOCHS + 1) * (1 + TINY["k_opt"] + 1) + (EPOCHS - 1)
     assert pol.capital.tolist() == [100.0]
     assert res.metrics["invalid_plans"] == 0
+
+
+def test_epoch_log_records_proposals_and_the_game(balanced_runs, scenario):
+    res, pol = balanced_runs[0]
+    log = pol.epoch_log
+    assert [e["epoch"] for e in log] == list(range(EPOCHS))
+    for e in log:
+        assert e["agents"] == ["ttft", "carbon", "water", "cost"]
+        assert np.array(e["prop_x"]).shape == (4, 4) and len(e["x_bar"]) == 4
+        assert sum(e["omega"]) == pytest.approx(1.0)  # a convex mix of the proposals
+    assert log[-1]["capital"] == pol.capital.tolist()
+    assert sum(len(e["vetoes"]) for e in log) == res.extras["policy_summary"]["vetoes"]
+    single = make_geo_policy("marlin-min-carbon", **TINY)
+    run(scenario, single, seed=0, cache=False)
+    assert [sorted(e) for e in single.epoch_log] == [["agents", "epoch", "prop_x"]] * EPOCHS
+    assert single.epoch_log[0]["agents"] == ["carbon"]

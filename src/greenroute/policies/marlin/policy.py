@@ -154,6 +154,8 @@ class MarlinPolicy:
         self.archive: list[tuple[int, str, np.ndarray]] = []
         self.counts = {"vetoes": 0, "forks": 0}
         self.learn_s = self.fork_s = 0.0
+        # per epoch: the proposals' ratios to local-only, and (Balanced) the game's outcome
+        self.epoch_log: list[dict] = []
 
     def bind_simulator(self, sim) -> None:
         """The engine calls this after ``reset``: MARLIN simulates candidate plans on forks."""
@@ -170,6 +172,8 @@ class MarlinPolicy:
             for _ in range(self.pretrain_epochs):
                 self._phase1(obs, pretrain=True)
         proposals, prop_x, fork, ref = self._phase1(obs)
+        agents = [OBJECTIVES[j] for j in self.agents_idx]
+        self.epoch_log.append({"epoch": obs.epoch, "agents": agents, "prop_x": prop_x.tolist()})
         if obs.epoch < self.warmup_epochs:
             route = self._local(obs)
             rationale = "MARLIN warm-up: local-only while the agents learn"
@@ -347,6 +351,9 @@ class MarlinPolicy:
             own = [self.agents_idx[j] for j in range(len(proposals))]
             pm = prop_x[:, own].T  # pm[j, i]: agent j's objective on proposal i
             self.capital = G.update_capital(self.capital, pm, x_bar[own], self.gcfg)
+        self.epoch_log[-1].update(x_bar=x_bar.tolist(), omega=out.omega.tolist(),
+                                  vetoes=[[int(j), float(v)] for j, v in out.vetoes],
+                                  capital=self.capital.tolist())  # fmt: skip
         why = f"MARLIN-balanced: omega={np.round(out.omega, 3).tolist()}"
         if out.vetoes:
             why += f", vetoes={[(OBJECTIVES[self.agents_idx[j]], v) for j, v in out.vetoes]}"
