@@ -6,26 +6,27 @@ import contextlib
 import time
 from collections.abc import Callable
 
-from fastapi import FastAPI, Request
+from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from greenroute.serve import batch as batch_api
+from greenroute.serve.asgi import GatewayApp
 from greenroute.serve.batch import BATCH_PATH, BatchStore
 from greenroute.serve.config import GatewayConfig
 from greenroute.serve.errors import GatewayHTTPError, error_body
 from greenroute.serve.gateway import Gateway
-from greenroute.serve.proxy import handle_completion
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def create_app(cfg: GatewayConfig, clock: Callable[[], float] = time.time) -> FastAPI:
-    """The gateway as an ASGI app (``uvicorn.run(create_app(cfg))``)."""
+def create_app(cfg: GatewayConfig, clock: Callable[[], float] = time.time) -> GatewayApp:
+    """The gateway as an ASGI app (``uvicorn.run(create_app(cfg))``): FastAPI, with the
+    completion endpoints served as raw ASGI (``serve/asgi.py``)."""
     gw = Gateway(cfg, clock)
     batches = BatchStore()
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: GatewayApp):
         await gw.start()
         try:
             yield
@@ -33,13 +34,13 @@ def create_app(cfg: GatewayConfig, clock: Callable[[], float] = time.time) -> Fa
             await batches.stop()
             await gw.stop()
 
-    app = FastAPI(title="greenroute gateway", lifespan=lifespan, docs_url=None,
+    app = GatewayApp(title="greenroute gateway", lifespan=lifespan, docs_url=None,
                   redoc_url=None, openapi_url=None)  # fmt: skip
     app.state.gateway = gw
 
     @app.exception_handler(GatewayHTTPError)
     async def _gateway_error(request: Request, err: GatewayHTTPError) -> JSONResponse:
-        gw.metrics.client_errors.labels(err.code).inc()
+        gw.metrics.client_error(err.code)
         return JSONResponse(err.body(), status_code=err.status, headers=err.headers)
 
     @app.exception_handler(404)
@@ -53,14 +54,6 @@ def create_app(cfg: GatewayConfig, clock: Callable[[], float] = time.time) -> Fa
         return JSONResponse(error_body(f"method {request.method} not allowed on "
                                        f"{request.url.path}", "invalid_request_error",
                                        "method_not_allowed"), status_code=405)  # fmt: skip
-
-    @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request) -> Response:
-        return await handle_completion(gw, request, "/v1/chat/completions")
-
-    @app.post("/v1/completions")
-    async def completions(request: Request) -> Response:
-        return await handle_completion(gw, request, "/v1/completions")
 
     @app.post(BATCH_PATH)
     async def submit_batch(request: Request) -> Response:

@@ -99,6 +99,11 @@ class UpstreamPolicyConfig:
     backoff_s: float = 0.02  # wait before retry k: backoff_s * 2**(k-1)
     failures_to_eject: int = 3  # consecutive failures that eject an upstream
     cooldown_s: float = 10.0  # ejected at least this long; a health check re-admits it
+    # at most this % of all upstreams ejected at once (Envoy's max_ejection_percent; at least
+    # one may always be ejected): when the gateway itself is starved of CPU its health checks
+    # and requests time out everywhere, and ejecting every upstream would turn a slow gateway
+    # into one answering only 503 (engineering default: a majority stays admitted)
+    max_ejection_percent: float = 50.0
     health_interval_s: float = 5.0
     health_path: str = "/v1/models"
     queue_timeout_s: float = 30.0  # wait this long for a free slot when every region is full

@@ -394,6 +394,8 @@ def upstream_policy(ck: Checker, raw: Any) -> UpstreamPolicyConfig:
             if v and not v.startswith("/"):
                 ck.bad("upstream.health_path", "must start with /")
             vals[k] = v or default
+        elif k == "max_ejection_percent":
+            vals[k] = ck.number(d, k, "upstream", default, lo=0.0, hi=100.0)
         elif isinstance(default, int):
             vals[k] = ck.number(d, k, "upstream", default, lo=1, integer=True)
         else:

@@ -1,7 +1,11 @@
 """A fake OpenAI-compatible upstream and a uvicorn-in-a-thread runner (loopback), for the
 gateway's tests, demos and its overhead benchmark (``python -m greenroute.serve.overhead``).
 
-``python -m greenroute.serve.fake_upstream --port 9001 --name de-1`` serves one."""
+``python -m greenroute.serve.fake_upstream --port 9001 --name de-1`` serves one, as a lean
+asyncio protocol with httptools' parser (``LeanFakeServer``: the same answers as
+``FakeUpstream`` in its ``ok`` mode, at a fraction of uvicorn + Starlette's CPU, so that the
+load test's fake upstreams leave the machine's cores to the gateway); ``--starlette`` serves
+``FakeUpstream`` under uvicorn instead."""
 
 from __future__ import annotations
 
@@ -169,15 +173,143 @@ class ServerThread:
         self.thread.join(timeout=10)
 
 
+def answer(name: str, kind: str, model: str) -> dict:
+    """``FakeUpstream``'s non-streaming answer (``kind``: chat or text)."""
+    if kind == "chat":
+        return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
+                "system_fingerprint": name,
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": f"hello from {name}"}}],
+                "usage": _USAGE}  # fmt: skip
+    return {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": model,
+            "system_fingerprint": name,
+            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                         "text": f"hello from {name}"}],
+            "usage": _USAGE}  # fmt: skip
+
+
+_USAGE = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+_KINDS = {b"/v1/chat/completions": "chat", b"/v1/completions": "text"}
+
+
+class _LeanConn(asyncio.Protocol):
+    """One HTTP/1.1 keep-alive connection of ``LeanFakeServer`` (requests in order)."""
+
+    def __init__(self, server: LeanFakeServer) -> None:
+        import httptools
+
+        self.server = server
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport = None
+        self.url = b""
+        self.body: list[bytes] = []
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        import httptools
+
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            self.transport.close()
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        url, body = self.url, b"".join(self.body)
+        self.url, self.body = b"", []
+        method = self.parser.get_method()
+        keep = self.parser.should_keep_alive()
+        kind = _KINDS.get(url)
+        name = self.server.name
+        if method == b"GET" and url == b"/v1/models":
+            self._send(200, json.dumps({"object": "list", "data": [
+                {"id": "tiny", "object": "model", "created": 0, "owned_by": "fake"}]}).encode(),
+                keep)  # fmt: skip
+            return
+        if method != b"POST" or kind is None:
+            self._send(404, b'{"error": "not found"}', keep)
+            return
+        try:
+            payload = json.loads(body)
+            model = payload["model"]
+        except (ValueError, KeyError, TypeError):
+            self._send(400, b'{"error": "bad request"}', keep)
+            return
+        self.server.served += 1
+        if payload.get("stream"):  # every event in one chunked answer
+            events = b"".join(
+                b"data: " + json.dumps(ev).encode() + b"\n\n"
+                for ev in _stream_events(name, kind, model, FakeUpstream.chunks)
+            ) + b"data: [DONE]\n\n"  # fmt: skip
+            self.transport.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                                 b"transfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
+                                 % (len(events), events))  # fmt: skip
+        else:
+            self._send(200, json.dumps(answer(name, kind, model)).encode(), keep,
+                       b"x-fake-upstream: " + name.encode() + b"\r\n")  # fmt: skip
+        if not keep:
+            self.transport.close()
+
+    def _send(self, status: int, body: bytes, keep: bool, extra: bytes = b"") -> None:
+        reason = {200: b"OK", 400: b"Bad Request", 404: b"Not Found"}[status]
+        self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+                             b"content-length: %d\r\n%s%s\r\n%s"
+                             % (status, reason, len(body), extra,
+                                b"" if keep else b"connection: close\r\n", body))  # fmt: skip
+
+
+def _stream_events(name: str, kind: str, model: str, n: int) -> list[dict]:
+    if kind == "chat":
+        return [{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+                 "model": model, "system_fingerprint": name,
+                 "choices": [{"index": 0, "delta": {"content": f"t{i} "},
+                              "finish_reason": None}]} for i in range(n)]  # fmt: skip
+    return [{"id": "cmpl-1", "object": "text_completion", "created": 1, "model": model,
+             "system_fingerprint": name,
+             "choices": [{"index": 0, "text": f"t{i} ", "finish_reason": None,
+                          "logprobs": None}]} for i in range(n)]  # fmt: skip
+
+
+@dataclass
+class LeanFakeServer:
+    """``FakeUpstream``'s ``ok`` mode as a bare asyncio server (chat and text completions,
+    streamed or not, and ``GET /v1/models``), for load tests."""
+
+    name: str
+    served: int = 0
+
+    async def serve(self, host: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: _LeanConn(self), host, port, backlog=1024)
+        async with server:
+            await server.serve_forever()
+
+
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=9001)
     ap.add_argument("--name", default="fake")
+    ap.add_argument("--starlette", action="store_true", help="uvicorn + Starlette instead")
     args = ap.parse_args(argv)
-    uvicorn.run(FakeUpstream(args.name).app(), host="127.0.0.1", port=args.port,
-                log_level="warning")  # fmt: skip
+    if args.starlette:
+        uvicorn.run(FakeUpstream(args.name).app(), host="127.0.0.1", port=args.port,
+                    log_level="warning")  # fmt: skip
+        return
+    try:
+        import uvloop
+
+        uvloop.run(LeanFakeServer(args.name).serve("127.0.0.1", args.port))
+    except ImportError:
+        asyncio.run(LeanFakeServer(args.name).serve("127.0.0.1", args.port))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -27,7 +27,7 @@ from greenroute.serve.upstreams import UpstreamPool
 LOG = logging.getLogger("greenroute.serve")
 ORIGIN_HEADER = "x-greenroute-origin"
 CLASS_HEADER = "x-greenroute-class"
-KEEPALIVE_PER_UPSTREAM = 32  # idle connections kept per upstream (engineering choice)
+KEEPALIVE_PER_UPSTREAM = 128  # idle connections kept per upstream (engineering choice)
 
 
 class Gateway:
@@ -38,6 +38,7 @@ class Gateway:
         self.pool = UpstreamPool(cfg)
         self.pool.on_eject = self._on_eject
         self.pool.on_release = self._on_release
+        self.pool.on_refused = self._on_refused_ejection
         self._signal_warned: set[tuple[str, str, str]] = set()
         self._waiters: collections.deque[asyncio.Future] = collections.deque()
         t0 = clock()
@@ -58,8 +59,8 @@ class Gateway:
         self.origin_by_header = {o.header_value: i for i, o in enumerate(cfg.origins)}
         self.origin_index = {o: i for i, o in enumerate(cfg.origin_names)}
         self.client = None  # httpx.AsyncClient (health checks), opened in start()
-        self.transports: list = []  # one httpx.AsyncHTTPTransport per upstream, in start()
-        self.upstream_timeout: dict = {}
+        self.upstream_pools: list = []  # one upstream_http.ConnectionPool per upstream
+        self.region_names_b = [r.encode() for r in cfg.region_names]
         self._tasks: list[asyncio.Task] = []
         for up in self.pool.upstreams:
             self.metrics.healthy.labels(cfg.region_names[up.region], up.name).set(1)
@@ -74,20 +75,18 @@ class Gateway:
                                 write=pol.read_timeout_s, pool=pol.connect_timeout_s)  # fmt: skip
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
         self.client = httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False)
-        # requests go straight to one transport (connection pool) per upstream, not through
-        # an AsyncClient: a client keeps a cookie jar (an upstream's Set-Cookie for one user
-        # would be sent upstream with everybody's requests) and adds auth, redirect and hook
-        # handling a proxy does not want. One pool per upstream with its idle connections
-        # bounded: httpcore scans every connection of a pool per request, so one shared pool
-        # costs CPU in proportion to all upstreams' connections
+        # requests go through one lean keep-alive pool per upstream (serve/upstream_http.py),
+        # not an AsyncClient: a client keeps a cookie jar (an upstream's Set-Cookie for one
+        # user would be sent upstream with everybody's requests) and adds auth, redirect and
+        # hook handling a proxy does not want; and httpx's pool cost 0.7 ms CPU per request
+        from greenroute.serve.upstream_http import ConnectionPool
+
         ssl_ctx = httpx.create_ssl_context()  # loaded once, not once per pool
-        self.transports = [
-            httpx.AsyncHTTPTransport(verify=ssl_ctx, limits=httpx.Limits(
-                max_connections=None,
-                max_keepalive_connections=min(up.cfg.capacity, KEEPALIVE_PER_UPSTREAM)))
+        self.upstream_pools = [
+            ConnectionPool(up.cfg.url, min(up.cfg.capacity, KEEPALIVE_PER_UPSTREAM),
+                           pol.connect_timeout_s, pol.read_timeout_s, ssl_ctx)
             for up in self.pool.upstreams
         ]  # fmt: skip
-        self.upstream_timeout = timeout.as_dict()  # the requests' "timeout" extension
         self._tasks = [asyncio.create_task(self._epoch_loop()),
                        asyncio.create_task(self.pool.health_loop(self.client))]  # fmt: skip
         if self.shared.distributed:
@@ -104,8 +103,8 @@ class Gateway:
         self.deferrals.release_all()  # held requests go out now rather than be dropped
         if self.client is not None:
             await self.client.aclose()
-        for t in self.transports:
-            await t.aclose()
+        for p in self.upstream_pools:
+            await p.aclose()
         self.log.close()
         self.shared.close()  # a leader lets go of its lock
         for prov in self.hub.providers:  # the live API clients' connections
@@ -153,6 +152,14 @@ class Gateway:
         self.metrics.healthy.labels(region, up.name).set(0 if ejected else 1)
         self.metrics.fallbacks.labels("ejection" if ejected else "readmission").inc()
         self.shared.set_ejected(up.name, ejected)  # the other replicas follow
+
+    def _on_refused_ejection(self, up) -> None:
+        if self.pool.refused_ejections == 1 or self.pool.refused_ejections % 100 == 0:
+            LOG.warning("upstream %s failing, not ejected: %d%% of the upstreams at most may be "
+                        "ejected (upstream.max_ejection_percent); %d ejections refused so far",
+                        up.name, self.cfg.upstream.max_ejection_percent,
+                        self.pool.refused_ejections)  # fmt: skip
+        self.metrics.child(self.metrics.fallbacks, "ejection-refused-max-percent").inc()
 
     def _on_shared_error(self, kind: str) -> None:
         self.metrics.fallbacks.labels(f"shared-{kind}-failed").inc()

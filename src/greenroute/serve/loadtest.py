@@ -101,6 +101,8 @@ async def _drive(url: str, rate: float, duration_s: float, start_at: float | Non
         sys.stdout.write("ready\n")
         sys.stdout.flush()
         start_at = float(sys.stdin.readline())
+    from greenroute.serve.loadclient import drive
+
     u = urlsplit(url)
     host, port = u.hostname, u.port
     body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "hello"}]})
@@ -109,81 +111,9 @@ async def _drive(url: str, rate: float, duration_s: float, start_at: float | Non
              f"content-length: {len(body)}\r\n\r\n{body}").encode() for o in ORIGINS]  # fmt: skip
     n = round(rate * duration_s)
     origin = np.random.default_rng(seed).choice(len(ORIGINS), size=n, p=ORIGIN_MIX)
-    status = np.zeros(n, dtype=np.int16)  # 0: no answer (connection error)
-    region = np.full(n, -1, dtype=np.int8)
-    lat_s, late_s = np.full(n, np.nan), np.full(n, np.nan)
-    ridx = {r.encode(): i for i, r in enumerate(REGIONS)}
-    idle: list[tuple[tuple[asyncio.StreamReader, asyncio.StreamWriter], float]] = []
-    sem = asyncio.Semaphore(max_conns)
-    errors: dict[str, int] = {}  # connection errors by kind (status 0)
     t0 = time.perf_counter() + (start_at - time.time())
-
-    async def one(i: int) -> None:
-        async with sem:
-            t = time.perf_counter()
-            late_s[i] = t - (t0 + i / rate)
-            conn = None
-            while idle:  # the most recently used connection not near the server's keep-alive
-                c, used = idle.pop()
-                if t - used < IDLE_REUSE_S:
-                    conn = c
-                    break
-                c[1].close()
-            try:
-                if conn is None:
-                    conn = await asyncio.open_connection(host, port)
-                reader, writer = conn
-                writer.write(reqs[origin[i]])
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.split(b"\r\n")
-                length = 0
-                for line in lines[1:]:
-                    k, _, v = line.partition(b":")
-                    k = k.lower()
-                    if k == b"content-length":
-                        length = int(v)
-                    elif k == b"x-greenroute-region":
-                        region[i] = ridx.get(v.strip(), -2)
-                await reader.readexactly(length)
-                status[i] = int(lines[0].split(b" ")[1])
-                done = time.perf_counter()
-                lat_s[i] = done - t
-                idle.append((conn, done))
-            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as err:
-                kind = type(err).__name__
-                errors[kind] = errors.get(kind, 0) + 1
-                if conn is not None:
-                    conn[1].close()
-            except asyncio.CancelledError:  # timed out (below): the connection is in a bad state
-                if conn is not None:
-                    conn[1].close()
-                raise
-
-    async def timed(i: int) -> None:
-        """``one(i)`` answered within CLIENT_TIMEOUT_S of its scheduled time, else lost."""
-        try:
-            await asyncio.wait_for(one(i), CLIENT_TIMEOUT_S)
-        except TimeoutError:
-            errors["timeout"] = errors.get("timeout", 0) + 1
-            if np.isnan(late_s[i]):  # never got a connection slot
-                late_s[i] = CLIENT_TIMEOUT_S
-
-    await asyncio.sleep(max(t0 - time.perf_counter(), 0.0))
-    tasks = set()
-    for i in range(n):
-        delay = t0 + i / rate - time.perf_counter()
-        if delay > 0.0005:
-            await asyncio.sleep(delay)
-        task = asyncio.create_task(timed(i))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-    sent_s = time.perf_counter() - t0
-    while tasks:
-        await asyncio.gather(*list(tasks))
-    return {"origin": origin.tolist(), "status": status.tolist(), "region": region.tolist(),
-            "latency_s": np.nan_to_num(lat_s, nan=-1.0).tolist(),
-            "late_s": np.nan_to_num(late_s, nan=-1.0).tolist(), "send_s": sent_s,
-            "done_s": time.perf_counter() - t0, "client_errors": errors}  # fmt: skip
+    return await drive(host, port, reqs, origin, rate, t0, max_conns, CLIENT_TIMEOUT_S,
+                       IDLE_REUSE_S, REGIONS)  # fmt: skip
 
 
 # ---------------------------------------------------------------------- the orchestrator
@@ -432,8 +362,14 @@ def main(argv: list[str] | None = None) -> None:
     if not (0 < args.rate <= 5000 and 0 < args.duration <= 600):
         ap.error("--rate must be in (0, 5000] and --duration in (0, 600] (a bounded test)")
     if args.client:
-        res = asyncio.run(_drive(args.client, args.rate, args.duration, args.start_at,
-                                 args.max_conns, args.seed))  # fmt: skip
+        coro = _drive(args.client, args.rate, args.duration, args.start_at, args.max_conns,
+                      args.seed)  # fmt: skip
+        try:  # the client's CPU is taken from the gateway's: the leaner loop when there is one
+            import uvloop
+
+            res = uvloop.run(coro)
+        except ImportError:
+            res = asyncio.run(coro)
         sys.stdout.write(json.dumps(res))
         return
     res = run(args.rate, args.duration, args.max_conns, not args.no_decision_log, args.seed)

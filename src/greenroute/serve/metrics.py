@@ -96,6 +96,19 @@ class GatewayMetrics:
         # seconds over the same span (not inflated by the OS running something else)
         self.overhead_samples: deque[float] | None = None
         self.overhead_cpu_samples: deque[float] | None = None
+        self._children: dict[tuple, object] = {}
+
+    def child(self, metric, *labels: str):
+        """``metric.labels(*labels)``, cached (prometheus-client's lookup takes a lock and
+        builds a tuple each time; the hot path asks for the same few children)."""
+        key = (id(metric), labels)
+        c = self._children.get(key)
+        if c is None:
+            c = self._children[key] = metric.labels(*labels)
+        return c
+
+    def client_error(self, code: str) -> None:
+        self.child(self.client_errors, code).inc()
 
     def observe_overhead(self, seconds: float, cpu_seconds: float | None = None) -> None:
         self.overhead.observe(seconds)

@@ -15,17 +15,17 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
 
 from greenroute.core.types import CLASSES
 from greenroute.serve.errors import GatewayHTTPError, bad_request, sse_error_event, too_large
-from greenroute.serve.gateway import CLASS_HEADER, ORIGIN_HEADER, Gateway
+from greenroute.serve.gateway import Gateway
 from greenroute.serve.router import Choice, RuleCheck
+from greenroute.serve.upstream_http import UpstreamError, UpstreamResponse, UpstreamTimeoutError
 
 REGION_HEADER = "x-greenroute-region"
 USER_AGENT = "greenroute-gateway"
@@ -68,6 +68,7 @@ class _Ctx:
 
 
 async def read_body(request: Request, limit: int) -> bytes:
+    """The body of a Starlette request (the batch endpoint), at most ``limit`` bytes."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise too_large(int(declared), limit)
@@ -101,27 +102,10 @@ def estimate_tokens(payload: dict[str, Any], body_len: int) -> tuple[int, int]:
     return max(body_len // CHARS_PER_TOKEN, 1), out_n
 
 
-async def handle_completion(gw: Gateway, request: Request, endpoint: str) -> Response:
-    t_recv, cpu0 = time.perf_counter(), time.thread_time()
-    wall = gw.clock()
-    key = gw.authenticate(request.headers.get("authorization"))
-    gw.check_rate(key)
-    t_body, cpu_body = time.perf_counter(), time.thread_time()
-    body = await read_body(request, gw.cfg.max_body_bytes)
-    t_recv += time.perf_counter() - t_body  # waiting for the client's bytes is not overhead
-    cpu0 += time.thread_time() - cpu_body  # nor what other requests did meanwhile
-    payload = parse_payload(body)
-    origin = gw.resolve_origin(key, request.headers.get(ORIGIN_HEADER),
-                               request.client.host if request.client else None)  # fmt: skip
-    cls = gw.request_class(request.headers.get(CLASS_HEADER))
-    return await complete(gw, endpoint, body, payload, key.name if key else None, origin, cls,
-                          request.headers.get(DEADLINE_HEADER), t_recv, wall, cpu0)  # fmt: skip
-
-
 async def complete(gw: Gateway, endpoint: str, body: bytes, payload: dict[str, Any],
                    client: str | None, origin: int, cls: int, deadline: str | None,
                    t_recv: float, wall: float, cpu0: float | None = None,
-                   ) -> Response:  # fmt: skip
+                   ) -> Answer:  # fmt: skip
     """Hold (deferrable), route, forward and log one parsed request."""
     ctx = _Ctx(gw, endpoint, uuid.uuid4().hex, wall, t_recv, origin, cls, payload["model"],
                payload.get("stream") is True, client,
@@ -180,7 +164,7 @@ async def _maybe_hold(ctx: _Ctx, deadline_header: str | None) -> None:
     gw.metrics.deferred_hold.observe(held)
 
 
-async def _forward(ctx: _Ctx, body: bytes) -> Response:
+async def _forward(ctx: _Ctx, body: bytes) -> Answer:
     gw = ctx.gw
     pol = gw.cfg.upstream
     tried: list[int] = []
@@ -198,7 +182,7 @@ async def _forward(ctx: _Ctx, body: bytes) -> Response:
                 cpu = time.thread_time() - ctx.cpu0
             gw.metrics.observe_overhead(time.perf_counter() - ctx.t_recv - ctx.queued_s, cpu)
             if choice.fallback:
-                gw.metrics.fallbacks.labels(choice.fallback).inc()
+                gw.metrics.child(gw.metrics.fallbacks, choice.fallback).inc()
         else:
             same = any(a["region"] == gw.cfg.region_names[choice.region] for a in ctx.attempts)
             gw.metrics.fallbacks.labels("retry-same-region" if same else "retry-other-region").inc()
@@ -239,88 +223,102 @@ async def _choose(ctx: _Ctx, tried: list[int]):
                 raise
 
 
-def _upstream_request(ctx: _Ctx, choice: Choice, body: bytes) -> httpx.Request:
-    up = choice.upstream
-    headers = {"content-type": "application/json", "accept-encoding": "identity",
-               "user-agent": USER_AGENT, DECISION_HEADER: ctx.decision_id}  # fmt: skip
-    key = up.cfg.api_key()
-    if key:
-        headers["authorization"] = f"Bearer {key}"
-    url = _URLS.get((up.cfg.url, ctx.endpoint))
-    if url is None:  # parsed once per upstream and endpoint
-        url = _URLS[(up.cfg.url, ctx.endpoint)] = httpx.URL(up.cfg.url + ctx.endpoint)
-    return httpx.Request("POST", url, content=body, headers=headers,
-                         extensions={"timeout": ctx.gw.upstream_timeout})  # fmt: skip
+def _request_headers(ctx: _Ctx, up) -> bytes:
+    """The upstream request's header lines (host and content-length are the pool's)."""
+    static = _STATIC_HEADERS.get(up.index)
+    if static is None:  # built once per upstream (its API key is read from the environment)
+        key = up.cfg.api_key()
+        static = (b"content-type: application/json\r\naccept-encoding: identity\r\n"
+                  b"user-agent: " + USER_AGENT.encode() + b"\r\n"
+                  + (f"authorization: Bearer {key}\r\n".encode() if key else b""))  # fmt: skip
+        _STATIC_HEADERS[up.index] = static
+    return static + DECISION_HEADER_B + b": " + ctx.decision_id.encode() + b"\r\n"
 
 
-_URLS: dict[tuple[str, str], httpx.URL] = {}
+_STATIC_HEADERS: dict[int, bytes] = {}
+DECISION_HEADER_B = DECISION_HEADER.encode()
+REGION_HEADER_B = REGION_HEADER.encode()
+HOP_BY_HOP_B = frozenset(h.encode() for h in HOP_BY_HOP)
 
 
-def _out_headers(ctx: _Ctx, choice: Choice, resp: httpx.Response) -> dict[str, str]:
-    out = {k: v for k, v in resp.headers.items() if k.lower() not in HOP_BY_HOP}
-    out[REGION_HEADER] = ctx.gw.cfg.region_names[choice.region]
-    out[DECISION_HEADER] = ctx.decision_id
+@dataclass(slots=True)
+class Answer:
+    """What goes back to the client: status, raw headers (lower-case bytes, without
+    content-length) and either the whole ``body`` or a ``stream`` of chunks."""
+
+    status_code: int
+    raw_headers: list[tuple[bytes, bytes]]
+    body: bytes = b""
+    stream: AsyncIterator[bytes] | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {k.decode("latin-1"): v.decode("latin-1") for k, v in self.raw_headers}
+
+
+def _out_headers(ctx: _Ctx, choice: Choice, resp: UpstreamResponse) -> list[tuple[bytes, bytes]]:
+    out = [(k, v) for k, v in resp.headers if k not in HOP_BY_HOP_B]
+    out.append((REGION_HEADER_B, ctx.gw.region_names_b[choice.region]))
+    out.append((DECISION_HEADER_B, ctx.decision_id.encode()))
     return out
 
 
-async def _attempt(ctx: _Ctx, choice: Choice, check: RuleCheck, body: bytes) -> Response:
+async def _attempt(ctx: _Ctx, choice: Choice, check: RuleCheck, body: bytes) -> Answer:
     gw, up = ctx.gw, choice.upstream
     started = gw.pool.start(up, sum(ctx.tokens))
     t_send = time.perf_counter()
     done = False
+    resp = None
     try:
         try:
-            req = _upstream_request(ctx, choice, body)
-            resp = await gw.transports[up.index].handle_async_request(req)
-            resp.request = req
-        except httpx.TimeoutException as err:
+            resp = await gw.upstream_pools[up.index].post(
+                ctx.endpoint, _request_headers(ctx, up), body
+            )
+        except UpstreamTimeoutError as err:
             raise _UpstreamFailedError("timeout", repr(err)) from None
-        except httpx.HTTPError as err:
+        except UpstreamError as err:
             raise _UpstreamFailedError("connect", repr(err)) from None
         if resp.status_code in RETRY_STATUS:
-            await resp.aclose()
             raise _UpstreamFailedError(f"status-{resp.status_code}", f"HTTP {resp.status_code}")
-        chunks = resp.aiter_raw()
         try:
-            first = await chunks.__anext__()
-        except StopAsyncIteration:
-            first = b""
-        except httpx.HTTPError as err:
-            await resp.aclose()
+            first = await resp.next_chunk()
+        except UpstreamError as err:
             raise _UpstreamFailedError("reset-before-first-byte", repr(err)) from None
         ttfb = time.perf_counter() - t_send
         if not first and ctx.stream and resp.status_code == 200:
-            await resp.aclose()
             raise _UpstreamFailedError("empty-stream", "the upstream closed without a byte")
         headers = _out_headers(ctx, choice, resp)
         if not ctx.stream or resp.status_code != 200:
             try:
-                rest = [c async for c in chunks]
-            except httpx.HTTPError as err:
+                content = first + await resp.read() if first else first
+            except UpstreamError as err:
                 raise _UpstreamFailedError("reset-mid-body", repr(err)) from None
-            finally:
-                await resp.aclose()
             done = True
-            content = first + b"".join(rest)
+            resp.release()
             _finish(ctx, choice, check, started, ttfb, resp.status_code, content, ok=True)
-            return Response(content, status_code=resp.status_code, headers=headers)
-        done = True  # the stream generator owns the accounting from here
-        return StreamingResponse(_stream(ctx, choice, check, resp, chunks, first, started, ttfb),
-                                 status_code=resp.status_code, headers=headers)  # fmt: skip
+            return Answer(resp.status_code, headers, content)
+        done = True  # the stream generator owns the accounting and the response from here
+        return Answer(
+            resp.status_code,
+            headers,
+            stream=_stream(ctx, choice, check, resp, first, started, ttfb),
+        )
     finally:
         if not done:
+            if resp is not None:
+                resp.release()
             gw.pool.finish(up, started, sum(ctx.tokens))
 
 
-async def _stream(ctx, choice, check, resp, chunks, first, started, ttfb):
+async def _stream(ctx, choice, check, resp, first, started, ttfb):
     outcome = "client-disconnected"  # unless the stream ends or fails first
     try:
         yield first
         try:
-            async for chunk in chunks:
+            while chunk := await resp.next_chunk():
                 yield chunk
             outcome = "ok"
-        except httpx.HTTPError as err:  # after the first byte: report, never retry
+        except UpstreamError as err:  # after the first byte: report, never retry
             outcome = "failed-mid-stream"
             region = ctx.gw.cfg.region_names[choice.region]
             ctx.gw.metrics.errors.labels(region, choice.upstream.name, "mid-stream").inc()
@@ -331,7 +329,7 @@ async def _stream(ctx, choice, check, resp, chunks, first, started, ttfb):
         # accounting first: a cancelled stream (client gone) may not get past an await
         _finish(ctx, choice, check, started, ttfb, resp.status_code, b"", ok=outcome == "ok",
                 outcome=outcome)  # fmt: skip
-        await resp.aclose()
+        resp.release()
 
 
 def _finish(ctx: _Ctx, choice: Choice, check: RuleCheck, started: float, ttfb: float,
@@ -343,9 +341,9 @@ def _finish(ctx: _Ctx, choice: Choice, check: RuleCheck, started: float, ttfb: f
         gw.pool.success(up, duration, ttfb)
     region = gw.cfg.region_names[choice.region]
     m = gw.metrics
-    m.requests.labels(region, up.name, ctx.endpoint, str(status if ok else 599)).inc()
-    m.latency.labels(region, up.name).observe(time.perf_counter() - ctx.t_recv)
-    m.ttfb.labels(region, up.name).observe(ttfb)
+    m.child(m.requests, region, up.name, ctx.endpoint, str(status if ok else 599)).inc()
+    m.child(m.latency, region, up.name).observe(time.perf_counter() - ctx.t_recv)
+    m.child(m.ttfb, region, up.name).observe(ttfb)
     # dynamic IT energy of the request on its server: (peak - idle) / slots x duration
     it_kwh = (up.cfg.peak_power_kw - up.cfg.idle_power_kw) / up.cfg.capacity * duration \
         / SECONDS_PER_HOUR  # fmt: skip
@@ -354,10 +352,10 @@ def _finish(ctx: _Ctx, choice: Choice, check: RuleCheck, started: float, ttfb: f
     if obs is not None:
         co2_g = it_kwh * float(obs.carbon_g_per_it_kwh[0, choice.region])
         water_l = it_kwh * float(obs.water_l_per_it_kwh[0, choice.region])
-        m.co2.labels(region).inc(co2_g)
-        m.water.labels(region).inc(water_l)
-        m.co2_per_request.labels(region).observe(co2_g)
-        m.water_per_request.labels(region).observe(water_l)
+        m.child(m.co2, region).inc(co2_g)
+        m.child(m.water, region).inc(water_l)
+        m.child(m.co2_per_request, region).observe(co2_g)
+        m.child(m.water_per_request, region).observe(water_l)
     ctx.attempts.append({"region": region, "upstream": up.name,
                          "outcome": outcome or ("ok" if ok else "failed")})  # fmt: skip
     tokens = _usage(content) or ctx.tokens

@@ -5,6 +5,13 @@ timeouts, 5xx or 429 before the first byte, failed health checks) for at least
 ``cooldown_s``; after the cooldown a passing health check (``GET url + health_path`` with a
 2xx answer) re-admits it. While ejected it gets no requests and its slots leave the capacity
 the geo policy sees at the next epoch.
+
+Overload safety (Envoy's ``max_ejection_percent``): an ejection that would leave more than
+``max_ejection_percent`` % of all upstreams ejected is refused (at least one upstream may
+always be ejected), counted in ``refused_ejections``; the upstream stays admitted and its
+failures keep counting, so it is ejected as soon as another one is re-admitted. A gateway
+starved of CPU sees timeouts everywhere; without the cap it would eject every upstream and
+answer only 503.
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ class UpstreamPool:
         self.policy = cfg.upstream
         self.clock = clock
         self.health_version = 0  # counts this replica's own ejections and re-admissions
+        self.refused_ejections = 0  # ejections refused by max_ejection_percent
         self.upstreams: list[Upstream] = []
         self.by_region: list[list[Upstream]] = []
         for r, reg in enumerate(cfg.regions):
@@ -72,6 +80,7 @@ class UpstreamPool:
             self.by_region.append(mine)
         self.on_eject: Callable[[Upstream, bool], None] | None = None  # (upstream, ejected)
         self.on_release: Callable[[], None] | None = None  # a slot was freed
+        self.on_refused: Callable[[Upstream], None] | None = None  # ejection refused (cap)
 
     # ------------------------------------------------------------------ capacity
     def set_power_fractions(self, frac: np.ndarray) -> None:
@@ -116,6 +125,11 @@ class UpstreamPool:
         """Count a failure; True when it ejects the upstream."""
         up.failures += 1
         if not up.ejected and up.failures >= self.policy.failures_to_eject:
+            if not self.may_eject():
+                self.refused_ejections += 1
+                if self.on_refused is not None:
+                    self.on_refused(up)
+                return False
             up.ejected = True
             up.ejected_at = self.clock()
             self._changed(up)
@@ -125,6 +139,14 @@ class UpstreamPool:
         if up.ejected:
             up.ejected_at = self.clock()  # a failed check restarts the cooldown
         return False
+
+    def may_eject(self) -> bool:
+        """Whether one more ejection keeps the ejected share within max_ejection_percent (the
+        first ejection is always allowed)."""
+        ejected = sum(u.ejected for u in self.upstreams)
+        if ejected == 0:
+            return True
+        return 100.0 * (ejected + 1) <= self.policy.max_ejection_percent * len(self.upstreams)
 
     def _changed(self, up: Upstream) -> None:
         self.health_version += 1
