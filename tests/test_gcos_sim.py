@@ -178,3 +178,13 @@ def test_per_task_costs_add_up_to_the_run_total():
     assert mig
     assert sim.task_usd.sum() + sum(t.cost_usd for t in mig) == pytest.approx(m["cost_usd"])
     assert sim.task_kg.sum() + sum(t.carbon_kg for t in mig) == pytest.approx(m["carbon_kg"])
+
+
+def test_tight_variant_changes_only_its_documented_fields():
+    base, tight = get_gcos_scenario("gcos"), get_gcos_scenario("gcos-tight")
+    changed = {k for k in vars(base) if getattr(base, k) != getattr(tight, k)}
+    assert changed == {"name", "gpus_per_region", "wait_usd_per_h", "model_cache_gb",
+                       "data_cache_gb"}  # fmt: skip
+    assert (tight.gpus_per_region, tight.wait_usd_per_h) == (2, 5.0)
+    assert (tight.model_cache_gb, tight.data_cache_gb) == (30.0, 75.0)
+    assert get_gcos_scenario("gcos-tight", data_cache_gb=10.0).data_cache_gb == 10.0
