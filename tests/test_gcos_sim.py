@@ -188,3 +188,21 @@ def test_tight_variant_changes_only_its_documented_fields():
     assert (tight.gpus_per_region, tight.wait_usd_per_h) == (2, 5.0)
     assert (tight.model_cache_gb, tight.data_cache_gb) == (30.0, 75.0)
     assert get_gcos_scenario("gcos-tight", data_cache_gb=10.0).data_cache_gb == 10.0
+
+
+def test_start_delay_splits_into_window_cold_start_and_queue():
+    # everything to region 0 at 300 tasks/h: region 0's 8 GPUs queue; a task's delay from
+    # arrival to start is its wait for the window's end + its cold start + its wait for a GPU
+    sim = GcosSim(_small(hours=1.0))
+    while not sim.done:
+        sim.step(Decision([0] * len(sim.batch())))
+    m = sim.metrics()
+    to_window = ((np.floor(sim.tasks.arrival_s / 300.0) + 1) * 300.0 - sim.tasks.arrival_s).mean()
+    assert 0.0 < to_window < 300.0
+    parts = to_window + m["mean_cold_start_s"] + m["mean_queue_s"]
+    assert m["mean_start_s"] == pytest.approx(parts, rel=1e-12)
+    assert m["mean_cold_start_s"] > 0.0 and 0.0 < m["queued_share"] <= 1.0
+    roomy = GcosSim(_small(hours=1.0, gpus_per_region=10_000))
+    while not roomy.done:
+        roomy.step(Decision([0] * len(roomy.batch())))
+    assert roomy.metrics()["queued_share"] == 0.0 and roomy.metrics()["mean_queue_s"] == 0.0

@@ -67,6 +67,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--model-cache-gb", type=float, default=None, help="override per region")
     ap.add_argument("--data-cache-gb", type=float, default=None, help="override per region")
     ap.add_argument("--policies", default=",".join(GCOS_POLICY_NAMES))
+    ap.add_argument("--heuristic-predictor", default="diptree", choices=("diptree", "mean"),
+                    help="execution-time estimate of the non-learned policies (swap it to "
+                         "measure what DiPTree changes with the policy held fixed)")  # fmt: skip
     return ap.parse_args(argv)
 
 
@@ -108,7 +111,7 @@ def run(args: argparse.Namespace) -> dict:
     for name in names:
         t0 = time.perf_counter()
         if name in HEURISTICS:
-            pol = make_gcos_policy(name, preds["diptree"], weights)
+            pol = make_gcos_policy(name, preds[args.heuristic_predictor], weights)
             results[name] = sim.run(pol) | {"eval_wall_s": time.perf_counter() - t0}
         else:
             per_seed[name] = {}

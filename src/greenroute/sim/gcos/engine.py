@@ -107,6 +107,7 @@ class GcosSim:
         self.window = 0
         self.placement = np.full(len(self.tasks), -1, dtype=np.int64)
         self.start_s = np.full(len(self.tasks), np.nan)
+        self.ready_s = np.full(len(self.tasks), np.nan)  # dispatch + cold start
         self.finish_s = np.full(len(self.tasks), np.nan)
         self.compute = {"energy_kwh": 0.0, "carbon_kg": 0.0, "cost_usd": 0.0}
         self.busy_s = np.zeros(R)
@@ -230,6 +231,7 @@ class GcosSim:
         free[g] = start + exec_s
         self.busy_s[r] += exec_s
         self.placement[i], self.start_s[i], self.finish_s[i] = r, start, start + exec_s
+        self.ready_s[i] = ready
         h = self.hour(start)
         energy = exec_s * sc.gpu_busy_w / 1000.0 * sc.pue / 3600.0
         carbon = energy * float(self.ci[h, r]) / 1000.0
@@ -254,6 +256,11 @@ class GcosSim:
             self.step(policy.decide(self))
         return self.metrics()
 
+    def _dispatch_s(self, mask: np.ndarray) -> np.ndarray:
+        """Dispatch time (end of the arrival's window) of the tasks in ``mask``."""
+        w = self.sc.window_s
+        return (np.floor(self.tasks.arrival_s[mask] / w) + 1.0) * w
+
     def metrics(self) -> dict[str, float]:
         led = self.ledger.totals()
         arr = self.tasks.arrival_s
@@ -275,6 +282,16 @@ class GcosSim:
             "mean_latency_s": float(latency.mean()) if done.any() else 0.0,
             "p95_latency_s": float(np.percentile(latency, 95)) if done.any() else 0.0,
             "mean_start_s": float(np.mean(self.start_s[done] - arr[done])) if done.any() else 0.0,
+            # start = dispatch + max(cold start, wait for a GPU): the two parts of the delay
+            "mean_cold_start_s": float(np.mean(self.ready_s[done] - self._dispatch_s(done)))
+            if done.any()
+            else 0.0,
+            "mean_queue_s": float(np.mean(self.start_s[done] - self.ready_s[done]))
+            if done.any()
+            else 0.0,
+            "queued_share": float(np.mean(self.start_s[done] > self.ready_s[done] + 1e-9))
+            if done.any()
+            else 0.0,
             "model_hit_rate": mh / (mh + mm) if mh + mm else 0.0,
             "data_hit_rate": dh / (dh + dm) if dh + dm else 0.0,
             "bytes_moved_gb": led["bytes_moved_gb"],
