@@ -73,11 +73,34 @@ def test_choose_takes_the_highest_log_likelihood_in_one_call() -> None:
 def test_managers_decide_in_order_and_see_earlier_choices() -> None:
     obs = geo3_obs()
     stub = StubBackend({"CL-SIC": -0.5})
-    rt = AgentRuntime(stub)
+    rt = AgentRuntime(stub, mask_saturated=False)
     dest = LLMManager(rt).act_all(obs)
     assert dest.tolist() == [1, 1, 1]
     assert rt.counters.as_metrics() == {"llm_decisions": 3, "llm_invalid_actions": 0,
                                         "llm_fallbacks": 0}  # fmt: skip
+
+
+def test_saturated_regions_are_not_candidates() -> None:
+    """geo3 at t=0: 10,880 slots per region, the mask's target 0.75 x 10,880 = 8,160 slots;
+    the origins' batches are 3,084.7 (DE-LU), 3,593.9 (CL-SIC) and 6,803.4 (US) busy slots
+    wherever they go. DE-LU and CL-SIC to CL-SIC: 6,678.6 <= 8,160, kept. US to CL-SIC would
+    make 13,482 > 8,160, so CL-SIC is no candidate for US; DE-LU (empty, 6,803.4 <= 8,160) and
+    US's own region are, and score -10 each: the tie goes to the lowest index, DE-LU."""
+    from greenroute.policies.rl.features import origin_load_slots
+
+    obs = geo3_obs()
+    assert np.round([origin_load_slots(obs, o, 1) for o in range(3)], 1).tolist() == [
+        3084.7, 3593.9, 6803.4]  # fmt: skip
+    assert np.asarray(obs.capacity_slots).tolist() == [10880.0] * 3
+    stub = StubBackend({"CL-SIC": -0.5})
+    dest = LLMManager(AgentRuntime(stub)).act_all(obs)
+    assert dest.tolist() == [1, 1, 0]
+    assert stub.calls[2] == ["DC-1 (DE-LU)", "DC-3 (US-CAL-CISO)"]
+    # a looser target keeps CL-SIC for US too: 13,482 <= 1.25 x 10,880 = 13,600
+    dest = LLMManager(AgentRuntime(stub, mask_target=1.25)).act_all(obs)
+    assert dest.tolist() == [1, 1, 1]
+    with pytest.raises(ConfigError, match="mask_target"):
+        AgentRuntime(stub, mask_target=0.0)
 
 
 def _run_recording(policy, scenario: str, constraints=None, days: float = 0.25):
@@ -96,12 +119,13 @@ def _run_recording(policy, scenario: str, constraints=None, days: float = 0.25):
 
 def test_forbidden_region_is_never_chosen() -> None:
     """The stub loves California; with California excluded it is not a candidate."""
-    pol = LLMGeoPolicy(AgentRuntime(StubBackend({CAL: 0.0})), "llm:stub")
+    # rules only here: saturated destinations stay candidates (mask_saturated=False)
+    pol = LLMGeoPolicy(AgentRuntime(StubBackend({CAL: 0.0}), mask_saturated=False), "llm:stub")
     res, plans = _run_recording(pol, "geo3")
     assert len(plans) == 24 and all(np.all(p.route[:, :, 2] == 1.0) for p in plans)  # control
 
     stub = StubBackend({CAL: 0.0})
-    pol = LLMGeoPolicy(AgentRuntime(stub), "llm:stub")
+    pol = LLMGeoPolicy(AgentRuntime(stub, mask_saturated=False), "llm:stub")
     rules = ConstraintSet(exclusions=(Exclusion(CAL),))
     res, plans = _run_recording(pol, "geo3", rules)
     assert res.metrics["invalid_plans"] == 0  # 0 constraint violations
@@ -168,7 +192,7 @@ def test_compare_gives_llm_policies_their_options() -> None:
     assert res.exit_code == 2
     assert (
         "unknown --policy-opt 'temperature': no listed policy (local-only, llm:/no/agent) takes "
-        "it; valid choices: base_url, data, k, max_new_tokens, scoring"
+        "it; valid choices: base_url, data, k, mask_saturated, mask_target, max_new_tokens, scoring"
     ) in " ".join(res.output.split())
 
 
@@ -225,7 +249,8 @@ def server():
 
 
 def test_openai_backend_scores_with_echo(server) -> None:
-    pol = registry.make_geo_policy("llm:openai:tiny", base_url=server["url"])
+    pol = registry.make_geo_policy("llm:openai:tiny", base_url=server["url"],
+                                   mask_saturated=False)  # fmt: skip
     assert pol.rt.backend.supports_scoring
     dest = pol.manager.act_all(geo3_obs())
     assert dest.tolist() == [1, 1, 1]  # CL-SIC: -0.1 per character against -1.0
@@ -234,7 +259,8 @@ def test_openai_backend_scores_with_echo(server) -> None:
 
 def test_openai_backend_without_echo_parses_and_counts_fallbacks(server) -> None:
     server["echo"] = False
-    pol = registry.make_geo_policy("llm:openai:tiny", base_url=server["url"])
+    pol = registry.make_geo_policy("llm:openai:tiny", base_url=server["url"],
+                                   mask_saturated=False)  # fmt: skip
     assert not pol.rt.backend.supports_scoring
     obs = geo3_obs()
     assert pol.manager.act_all(obs).tolist() == [2, 2, 2]  # parsed from the generated text
@@ -249,6 +275,14 @@ def test_openai_backend_without_echo_parses_and_counts_fallbacks(server) -> None
     pol.manager.act_all(obs)
     m = pol.summary()
     assert (m["llm_decisions"], m["llm_invalid_actions"], m["llm_fallbacks"]) == (9, 3, 6)
+    # with the saturation mask (the default) a generated answer naming a saturated region is
+    # an invalid action too: California holds US's own 6,803.4 busy slots, + DE-LU's 3,084.7
+    # or CL-SIC's 3,593.9 passes 8,160 (see test_saturated_regions_are_not_candidates)
+    server["text"] = "DC-3"
+    pol = registry.make_geo_policy("llm:openai:tiny", base_url=server["url"])
+    assert pol.manager.act_all(obs).tolist() == [0, 1, 2]
+    m = pol.summary()
+    assert (m["llm_decisions"], m["llm_invalid_actions"], m["llm_fallbacks"]) == (3, 2, 2)
 
 
 def test_openai_needs_a_base_url(monkeypatch) -> None:

@@ -40,6 +40,7 @@ from greenroute.agent.language import (
     ParseResult,
     Role,
     candidate_actions,
+    fallback_action,
     parse,
     render,
     textualize,
@@ -48,9 +49,22 @@ from greenroute.agent.templates import dc_label
 from greenroute.core.errors import ConfigError, DataFormatError
 from greenroute.core.types import Observation, Plan
 from greenroute.policies.registry import register_policy_prefix
+from greenroute.policies.rl import masks as M
+from greenroute.policies.rl.features import origin_load_slots
 from greenroute.policies.rl.geo import RLGeoPolicy
 
-OPTIONS = ("k", "base_url", "data", "scoring", "max_new_tokens")
+OPTIONS = ("k", "base_url", "data", "scoring", "max_new_tokens", "mask_saturated", "mask_target")
+
+
+def unsaturated(obs: Observation, role: Role, cands: list[int], target: float) -> list[int]:
+    """The Manager candidates the masked expert's mask keeps (see the module doc); all of
+    ``cands`` when the mask would leave none of them."""
+    assigned = np.zeros(obs.n_regions)
+    for p, d in enumerate(role.decided):
+        assigned[d] += origin_load_slots(obs, p, d)
+    keep = M.manager_mask(obs, role.origin, assigned, target)
+    out = [a for a in cands if keep[a]]
+    return out or cands
 
 
 class AgentRuntime:
@@ -58,13 +72,18 @@ class AgentRuntime:
 
     def __init__(self, backend, pool: FewShotIndex | None = None, k: int = 0,
                  roles: tuple[str, ...] = ("manager", "worker"), path: str = "",
-                 max_new_tokens: int = 16) -> None:  # fmt: skip
+                 max_new_tokens: int = 16, mask_saturated: bool = True,
+                 mask_target: float = M.DEFAULT_MASK_TARGET_UTILISATION) -> None:  # fmt: skip
         self.backend = backend
         self.pool = pool
         self.k = int(k) if pool is not None else 0
         self.roles = roles
         self.path = path
         self.max_new_tokens = max_new_tokens
+        if not mask_target > 0:
+            raise ConfigError(f"mask_target must be a share of capacity > 0, got {mask_target!r}")
+        self.mask_saturated = bool(mask_saturated)
+        self.mask_target = float(mask_target)
         self.counters = LanguageCounters()
         self.model_calls = 0
         self.model_s = 0.0
@@ -88,6 +107,8 @@ class AgentRuntime:
     def decide(self, obs: Observation, role: Role, constraints=None) -> int:
         """One decision: a valid action, counted."""
         cands = candidate_actions(obs, role, constraints)
+        if self.mask_saturated and role.kind == "manager" and len(cands) > 1:
+            cands = unsaturated(obs, role, cands, self.mask_target)
         prompt = textualize(obs, role, constraints)
         if self.backend.supports_scoring or len(cands) <= 1:
             texts = [render(a, obs, role) for a in cands]
@@ -101,7 +122,11 @@ class AgentRuntime:
                                      self.max_new_tokens)  # fmt: skip
         self.model_s += time.perf_counter() - t0
         self.model_calls += 1
-        return self.counters.record(parse(text, obs, role, constraints)).action
+        res = parse(text, obs, role, constraints)
+        if res.valid and res.action not in cands:  # named a saturated region
+            fb = fallback_action(obs, role, constraints)
+            res = ParseResult(fb, False, "forbidden", "saturated; fallback", res.named)
+        return self.counters.record(res).action
 
 
 class LLMManager:
@@ -183,10 +208,18 @@ class LLMGeoPolicy(RLGeoPolicy):
 
 
 # ------------------------------------------------------------------------- loading
-def load_runtime(spec: str, k: int | None = None, base_url: str | None = None,
-                 data: str | None = None, scoring: bool | None = None,
-                 max_new_tokens: int = 16) -> AgentRuntime:  # fmt: skip
+def load_runtime(
+    spec: str,
+    k: int | None = None,
+    base_url: str | None = None,
+    data: str | None = None,
+    scoring: bool | None = None,
+    max_new_tokens: int = 16,
+    mask_saturated: bool = True,
+    mask_target: float = M.DEFAULT_MASK_TARGET_UTILISATION,
+) -> AgentRuntime:
     """``PATH`` (a distilled agent directory) or ``openai:MODEL``."""
+    mask = {"mask_saturated": mask_saturated, "mask_target": mask_target}
     if spec.startswith("openai:"):
         model = spec[len("openai:") :]
         if not model:
@@ -194,7 +227,8 @@ def load_runtime(spec: str, k: int | None = None, base_url: str | None = None,
         backend = B.OpenAIBackend(model, base_url, scoring=scoring)
         pool = FewShotIndex(_pool_rows(Path(data) / "train.jsonl")) if data else None
         return AgentRuntime(backend, pool, k if k is not None else (2 if pool else 0),
-                            roles=(), path=spec, max_new_tokens=max_new_tokens)  # fmt: skip
+                            roles=(), path=spec, max_new_tokens=max_new_tokens,
+                            **mask)  # fmt: skip
     path = Path(spec)
     meta_path = path / "agent.json"
     if not meta_path.is_file():
@@ -217,7 +251,7 @@ def load_runtime(spec: str, k: int | None = None, base_url: str | None = None,
     kk = meta.get("k", 0) if k is None else k
     pool_file = path / "fewshot_pool.jsonl"
     pool = FewShotIndex(_pool_rows(pool_file)) if kk > 0 and pool_file.is_file() else None
-    return AgentRuntime(backend, pool, kk, roles, str(path), max_new_tokens)
+    return AgentRuntime(backend, pool, kk, roles, str(path), max_new_tokens, **mask)
 
 
 def _base_spec(base: dict) -> str | None:
@@ -235,7 +269,8 @@ def _pool_rows(path: Path) -> list[dict]:
 
 
 def load_llm_policy(spec: str, **options) -> LLMGeoPolicy:
-    """The ``llm:`` prefix loader (options: k, base_url, data, scoring, max_new_tokens)."""
+    """The ``llm:`` prefix loader (options: k, base_url, data, scoring, max_new_tokens,
+    mask_saturated, mask_target)."""
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise ConfigError(
