@@ -4,7 +4,6 @@ support, and a tiny 2-seed run of the command."""
 from __future__ import annotations
 
 import csv
-import json
 import math
 
 import pytest
@@ -18,6 +17,7 @@ from greenroute.bench.rl_spread_stats import (
     t_interval,
     verdict,
 )
+from greenroute.bench.sweep_spec import parse_spec
 from greenroute.core.errors import ConfigError
 
 T975_4 = 2.7764451051977987  # Student t, 97.5 % quantile, 4 degrees of freedom (tables)
@@ -95,18 +95,24 @@ def test_lb_summary_states_a_headline_only_when_supported():
     assert ll[0]["over"] == "eval episodes" and ll[0]["n"] == 2
 
 
-def test_teacher_manifest_check(tmp_path):
-    b = {"manager": 30, "worker": 6}
-    d = tmp_path / "seed3"
-    d.mkdir()
-    assert not rl_spread._teacher_done(d, 3, b)
-    m = {"seed": 3, "n_envs": 1, "stages": [{"name": "manager", "steps": 30},
-                                            {"name": "worker", "steps": 6}]}  # fmt: skip
-    (d / "manifest.json").write_text(json.dumps(m))
-    (d / "worker.zip").write_bytes(b"x")
-    assert rl_spread._teacher_done(d, 3, b)
-    assert not rl_spread._teacher_done(d, 4, b)
-    assert not rl_spread._teacher_done(d, 3, {"manager": 60, "worker": 6})
+def test_spread_is_one_sweep_of_training_then_evaluation_cells():
+    b = {"lb_nominal": 0, "lb_high": 300, "manager": 30, "worker": 6}
+    raw = rl_spread.build_spec([0, 1], b, ["lb", "teacher"], ["ppo", "dqn"], None, 3, 1.0)
+    spec = parse_spec(raw)
+    assert [(t.agent, t.scenario, t.seed, t.steps) for t in spec.train] == [
+        ("lb-ppo", "lb-highload", 0, {"steps": 300}), ("lb-ppo", "lb-highload", 1, {"steps": 300}),
+        ("lb-dqn", "lb-highload", 0, {"steps": 300}), ("lb-dqn", "lb-highload", 1, {"steps": 300}),
+        ("teacher", "geo3", 0, {"manager": 30, "worker": 6}),
+        ("teacher", "geo3", 1, {"manager": 30, "worker": 6}),
+    ]  # fmt: skip
+    assert all(t.options["episodes"] == 3 for t in spec.train if t.agent != "teacher")
+    teachers = {t.key: t.seed for t in spec.train if t.agent == "teacher"}
+    evals = [(c.policy, c.label, c.depends_on) for c in spec.cells]
+    assert evals[0] == ("local-only", "local-only", None)
+    assert {lab: teachers[dep] for _, lab, dep in evals[1:]} == {"teacher-seed0": 0,
+                                                                  "teacher-seed1": 1}  # fmt: skip
+    # nothing to train (every budget 0): no sweep, seed 002's baselines only
+    assert rl_spread.build_spec([0, 1], {**b, "lb_high": 0}, ["lb"], ["ppo"], None, 3, 1) is None
 
 
 def test_bad_options():
@@ -114,6 +120,8 @@ def test_bad_options():
         rl_spread.main(["--seeds", "1"])
     with pytest.raises(ConfigError, match="valid choices: lb, teacher"):
         rl_spread.main(["--seeds", "2", "--parts", "marlin"])
+    with pytest.raises(ConfigError, match="valid choices: ppo, a2c, dqn"):
+        rl_spread.main(["--seeds", "2", "--algos", "sac"])
 
 
 def test_tiny_two_seed_run(tmp_path):
@@ -121,27 +129,36 @@ def test_tiny_two_seed_run(tmp_path):
     rl_spread.main(["--seeds", "2", "--parts", "lb", "--algos", "ppo", "--lb-steps-nominal", "0",
                     "--lb-steps-high", "64", "--episodes", "2", "--workers", "2",
                     "--out", str(out)])  # fmt: skip
-    for s in (0, 1):
-        meta = json.loads((out / "lb" / f"seed{s}" / "results.json").read_text())
-        assert meta["config"]["seed"] == s
+    from greenroute.bench.store import ResultStore
+
+    trained = ResultStore(out / "store").runs(sweep="rl-spread")
+    assert sorted(trained["seed"]) == [0, 1] and set(trained["policy"]) == {"train:lb-ppo"}
+    assert (trained["train_steps"] == 64).all() and (trained["heldout_episodes"] == 2).all()
     rows = list(csv.DictReader((out / "spread.csv").open()))
     ppo = {r["metric"]: r for r in rows if r["agent"] == "ppo"}
     assert set(ppo) == set(lbt.METRICS)
     assert all(r["scenario"] == "lb-highload" for r in ppo.values())
     r = ppo["avg_response_time_s"]
     vals = [float(v) for v in r["values"].split(";")]
-    assert r["n"] == "2" and len(vals) == 2
+    by_seed = trained.sort_values("seed")["avg_response_time_s"].tolist()
+    assert r["n"] == "2" and vals == pytest.approx(by_seed, rel=1e-5)
     iv = t_interval(vals)
     assert float(r["mean"]) == pytest.approx(iv.mean, rel=1e-5)
     assert float(r["ci95_half"]) == pytest.approx(iv.half, rel=1e-5, abs=1e-9)
     verdicts = list(csv.DictReader((out / "verdicts.csv").open()))
     assert {v["verdict"] for v in verdicts} <= {"better", "worse", "inconclusive"}
-    assert "Table II (lb-highload): 2 training seeds" in (out / "spread.txt").read_text()
+    text = (out / "spread.txt").read_text()
+    assert "Table II (lb-highload): 2 training seeds" in text
+    assert "the sweep 'rl-spread' (2 cells: 0 already done, 2 run now" in text
+    # run again: both training cells are skipped (their models match), same numbers
+    rl_spread.main(["--seeds", "2", "--parts", "lb", "--algos", "ppo", "--lb-steps-nominal", "0",
+                    "--lb-steps-high", "64", "--episodes", "2", "--workers", "2",
+                    "--out", str(out)])  # fmt: skip
+    assert "(2 cells: 2 already done, 0 run now" in (out / "spread.txt").read_text()
+    assert list(csv.DictReader((out / "spread.csv").open())) == rows
 
 
 def test_sweep_spec_takes_saved_rl_models():
-    from greenroute.bench.sweep_spec import parse_spec
-
     pols = ["local-only", {"name": "rl:m/worker.zip", "label": "t0"}]
     spec = parse_spec({"scenarios": ["geo3"], "seeds": [0], "days": [1], "policies": pols})
     assert [(c.policy, c.label) for c in spec.cells] == [

@@ -2,27 +2,33 @@
 
     python -m greenroute.bench.rl_spread --seeds 5 --data-dir ../shared/data \
         [--budget reduced|full] [--parts lb,teacher] [--algos ppo,a2c,dqn] [--workers 2]
-        [--out runs/rl_spread]
+        [--backend local|ray] [--address RAY] [--out runs/rl_spread]
         [--lb-steps-nominal N] [--lb-steps-high N] [--manager-steps N] [--worker-steps N]
         [--episodes 5] [--eval-days 7] [--seed-start 0]
 
-Agents, one training per seed ``seed_start .. seed_start + seeds - 1``:
+Everything trained runs as **one sweep** (:func:`greenroute.bench.sweep.run_sweep`, store
+``OUT/store``, models in ``OUT/store/models/<cell key>/``): one training cell per agent and
+training seed ``seed_start .. seed_start + seeds - 1`` (:mod:`greenroute.bench.sweep_train`),
+then the teacher's evaluation cells, which wait for their training cell.
 
-* ``lb``: seed 002 Tables I and II (PPO, A2C, DQN on ``lb-nominal`` and ``lb-highload``),
-  trained and evaluated by :mod:`greenroute.bench.load_balancing_tables` (``--seed s --jobs 1
-  --reuse --out OUT/lb/seed<s>``): each agent's metric is its mean over the same held-out
-  episodes; the classical baselines have no training seed, so their ± is over the episodes.
+* ``lb``: seed 002 Tables I and II (agents ``lb-ppo``, ``lb-a2c``, ``lb-dqn`` on
+  ``lb-nominal`` and ``lb-highload``, the hyperparameters of
+  :mod:`greenroute.bench.load_balancing_tables`). Each training cell also evaluates its model
+  on the same ``--episodes`` held-out windows as the tables; an agent's value for a seed is
+  its mean over them. The classical baselines have no training seed: they are evaluated here
+  on the same windows, so their ± is over the episodes.
 * ``teacher``: the seed-000 expert (manager then worker, :mod:`greenroute.bench.rl_teacher`,
-  ``OUT/teacher/seed<s>``), evaluated with the sweep (:func:`greenroute.bench.sweep.run_sweep`,
-  local process pool, store ``OUT/store``) on ``geo3`` for ``--eval-days`` days (workload seed
-  0) beside ``local-only``: CO2 change against local-only (%) and SLO misses (%).
+  ``n_envs`` 1); grid cells ``rl:train/teacher`` evaluate each seed's model on ``geo3`` for
+  ``--eval-days`` days (workload seed 0) beside ``local-only``: CO2 change against
+  local-only (%) and SLO misses (%).
 
 Budgets (timesteps): ``full`` is seed 002's 200,000 (nominal) / 400,000 (high load) and the
 reported teacher's 600,000 manager / 120,000 worker steps; ``reduced`` trains Table II (high
 load) only, at a tenth of seed 002's steps (40,000), and the teacher at a twentieth (30,000 /
 6,000): what fitted in about 80 minutes on two cores shared by eight people (Table I then lists
 the baselines only). Each ``--*-steps`` option overrides its budget (0 skips that training).
-Training is resumable: a model already saved under ``OUT`` with the same settings is reused.
+Resumable: a training cell whose model is saved under ``OUT/store/models`` with the same
+manifest is skipped, and a killed run, started again, trains only what is missing.
 
 Writes ``OUT/spread.csv`` (one row per agent x metric: n, mean, std, 95 % half-width, bounds,
 the per-seed values), ``OUT/verdicts.csv`` (each agent against each classical baseline) and
@@ -35,11 +41,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
-import subprocess
-import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from greenroute.bench import load_balancing_tables as lbt
@@ -62,52 +64,76 @@ CSV_FIELDS = ("part", "scenario", "agent", "metric", "over", "n", "mean", "std",
               "ci95_lo", "ci95_hi", "values", "steps")  # fmt: skip
 
 
-def _run(cmd: list[str], log: Path) -> None:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as fh:
-        r = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False)
-    if r.returncode != 0:
-        raise ConfigError(f"{' '.join(cmd[:4])} ... failed (exit {r.returncode}); see {log}")
-
-
-def lb_job(out: Path, seed: int, b: dict, data_dir: str | None, episodes: int, algos: str) -> Path:
-    """Train (or reuse) and evaluate seed 002's agents for one seed; returns results.json."""
-    d = out / "lb" / f"seed{seed}"
-    cmd = [sys.executable, "-m", "greenroute.bench.load_balancing_tables",
-           "--steps-nominal", str(b["lb_nominal"]), "--steps-high", str(b["lb_high"]),
-           "--seed", str(seed), "--jobs", "1", "--reuse", "--episodes", str(episodes),
-           "--out", str(d)]  # fmt: skip
-    if algos != ",".join(lbt.ALGOS):
-        cmd += ["--algos", algos]
+def build_spec(
+    seeds: list[int],
+    b: dict,
+    parts: list[str],
+    algos: list[str],
+    data_dir: str | None,
+    episodes: int,
+    days: float,
+) -> dict | None:
+    """The one sweep (training cells, then the teacher's evaluation grid) of a spread."""
+    train = []
+    if "lb" in parts:
+        steps = {"lb-nominal": b["lb_nominal"], "lb-highload": b["lb_high"]}
+        for sc in lbt.SCENARIOS:
+            if steps[sc] <= 0:
+                continue
+            for algo in algos:
+                train.append({"id": f"{algo}-{sc}", "agent": f"lb-{algo}", "scenario": sc,
+                              "seeds": seeds, "steps": steps[sc],
+                              "options": {"episodes": episodes}})  # fmt: skip
+    raw: dict = {"name": "rl-spread"}
+    if "teacher" in parts:
+        train.append({"id": "teacher", "agent": "teacher", "scenario": TEACHER_SCENARIO,
+                      "seeds": seeds, "steps": {"manager": b["manager"], "worker": b["worker"]},
+                      "options": {"n_envs": 1}})  # fmt: skip
+        pols = ["local-only", {"name": "rl:train/teacher", "label": "teacher"}]
+        raw.update(scenarios=[TEACHER_SCENARIO], policies=pols, seeds=[0], days=[days])
     if data_dir is not None:
-        cmd[3:3] = ["--data-dir", data_dir]
-    _run(cmd, out / "logs" / f"lb-seed{seed}.log")
-    return d / "results.json"
+        raw["data_dir"] = str(Path(data_dir).resolve())
+    if not train:
+        return None  # nothing to train: seed 002's baselines only
+    raw["train"] = train
+    return raw
 
 
-def _teacher_done(d: Path, seed: int, b: dict) -> bool:
-    try:
-        m = json.loads((d / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return False
-    steps = [(s["name"], s["steps"]) for s in m.get("stages", [])]
-    return (m.get("seed") == seed and m.get("n_envs") == 1
-            and steps == [("manager", b["manager"]), ("worker", b["worker"])]
-            and (d / "worker.zip").is_file())  # fmt: skip
+def lb_baselines(data_dir: str | None, episodes: int) -> dict[str, dict]:
+    """The classical baselines on seed 002's held-out episodes (no training seed)."""
+    return {sc: lbt.evaluate_scenario(sc, {}, data_dir, episodes, "extended")
+            for sc in lbt.SCENARIOS}  # fmt: skip
 
 
-def teacher_job(out: Path, seed: int, b: dict, data_dir: str | None) -> Path:
-    """Train (or reuse) the seed-000 expert for one seed; returns its worker.zip."""
-    d = out / "teacher" / f"seed{seed}"
-    if not _teacher_done(d, seed, b):
-        cmd = [sys.executable, "-c", "from greenroute.cli import main; main()", "train-teacher",
-               "--out", str(d), "--scenario", TEACHER_SCENARIO,
-               "--manager-steps", str(b["manager"]), "--worker-steps", str(b["worker"]),
-               "--seed", str(seed), "--n-envs", "1"]  # fmt: skip
-        if data_dir is not None:
-            cmd += ["--data-dir", data_dir]
-        _run(cmd, out / "logs" / f"teacher-seed{seed}.log")
-    return d / "worker.zip"
+def lb_results(train_rows, baselines: dict[str, dict], seeds: list[int]) -> list[dict]:
+    """One ``results.json``-shaped dict per training seed (what :func:`summarise_lb` reads):
+    the baselines' numbers and each agent's held-out means from its training cell's row."""
+    out = []
+    for s in seeds:
+        scen = {}
+        for sc in lbt.SCENARIOS:
+            res = {k: v for k, v in baselines[sc].items() if k != "_episodes"}
+            for algo in LB_AGENTS:
+                pick = (train_rows["policy"] == f"train:lb-{algo}") & (train_rows["seed"] == s)
+                r = train_rows[pick & (train_rows["scenario"] == sc)]
+                if len(r):
+                    res[algo] = {k: {"mean": float(r[k].iloc[0])} for k in lbt.METRICS}
+            scen[sc] = {"results": res}
+        out.append({"scenarios": scen})
+    return out
+
+
+def training_text(train_rows) -> str:
+    """Per agent: training seeds, steps, wall time and final training reward (sweep rows)."""
+    lines = ["Training cells (sweep): agent, scenario, seeds, steps, wall time per seed (s), "
+             "final training reward per step (last 1,000 steps, training scale)"]  # fmt: skip
+    for (pol, sc), g in train_rows.groupby(["policy", "scenario"], sort=True):
+        walls = ", ".join(f"{w:.0f}" for w in g.sort_values("seed")["train_wall_s"])
+        rew = ", ".join(f"{r:.4f}" for r in g.sort_values("seed")["final_reward_per_step"])
+        lines.append(f"  {pol.removeprefix('train:'):<8} {sc:<12} seeds "
+                     f"{sorted(int(x) for x in g['seed'])} {int(g['train_steps'].iloc[0]):,d} "
+                     f"steps; wall {walls}; final reward {rew}")  # fmt: skip
+    return "\n".join(lines)
 
 
 def _row(part, scenario, agent, metric, over, iv: Interval, values, steps) -> dict:
@@ -210,28 +236,6 @@ def summarise_teacher(frame, b: dict, days: float) -> tuple[list[dict], list[dic
     return rows, verdicts, "\n".join(lines)
 
 
-def teacher_sweep(out: Path, models: dict[int, Path], data_dir, days, workers, b):
-    """Evaluate the trained experts with the sweep; returns their store rows."""
-    from greenroute.bench.store import ResultStore
-    from greenroute.bench.sweep import run_sweep
-    from greenroute.bench.sweep_spec import parse_spec
-
-    name = f"rl-spread-teacher-m{b['manager']}-w{b['worker']}-d{days:g}"
-    pols = ["local-only"] + [{"name": f"rl:{p.resolve()}", "label": f"teacher-seed{s}"}
-                             for s, p in sorted(models.items())]  # fmt: skip
-    raw = {"name": name, "scenarios": [TEACHER_SCENARIO], "policies": pols, "seeds": [0],
-           "days": [days]}  # fmt: skip
-    if data_dir is not None:
-        raw["data_dir"] = str(Path(data_dir).resolve())
-    spec = parse_spec(raw, where="rl_spread")
-    # one store per budget: a cell's key is its model path, which a new budget retrains
-    store = ResultStore(out / f"store-m{b['manager']}-w{b['worker']}")
-    summary = run_sweep(spec, store=store, backend="local", workers=workers)
-    if summary.failures:
-        raise ConfigError(f"teacher sweep: {len(summary.failures)} failed: {summary.failures[0]}")
-    return store.runs(sweep=name)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m greenroute.bench.rl_spread",
                                  description=__doc__.split("\n\n")[0])  # fmt: skip
@@ -249,6 +253,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-days", type=float, default=7.0)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default="runs/rl_spread")
+    ap.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="the sweep's backend: a process pool (default) or a local Ray",
+    )
+    ap.add_argument("--address", default=None, help="an existing Ray cluster (with ray)")
     args = ap.parse_args(argv)
     if args.seeds < 2:
         raise ConfigError(f"--seeds must be >= 2 for a confidence interval, got {args.seeds}")
@@ -268,31 +279,56 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     seeds = list(range(args.seed_start, args.seed_start + args.seeds))
+    algos = [a.strip() for a in args.algos.split(",") if a.strip()]
+    bad = sorted(set(algos) - set(LB_AGENTS))
+    if bad or not algos:
+        raise ConfigError(f"unknown --algos {bad or algos}; valid choices: "
+                          f"{', '.join(LB_AGENTS)}")  # fmt: skip
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
-        lb_f = {s: pool.submit(lb_job, out, s, b, data_dir, args.episodes, args.algos)
-                for s in seeds if "lb" in parts}  # fmt: skip
-        t_f = {s: pool.submit(teacher_job, out, s, b, data_dir)
-               for s in seeds if "teacher" in parts}  # fmt: skip
-        lb_paths = {s: f.result() for s, f in lb_f.items()}
-        t_paths = {s: f.result() for s, f in t_f.items()}
-    train_wall = time.perf_counter() - t0
+    raw = build_spec(seeds, b, parts, algos, data_dir, args.episodes, args.eval_days)
+    frame = None
+    summary = None
+    if raw is not None:
+        from greenroute.bench.store import ResultStore
+        from greenroute.bench.sweep import run_sweep
+        from greenroute.bench.sweep_spec import parse_spec
+
+        spec = parse_spec(raw, where="rl_spread")
+        store = ResultStore(out / "store")
+        summary = run_sweep(spec, store=store, backend=args.backend, address=args.address,
+                            workers=args.workers)  # fmt: skip
+        if summary.failures:
+            key, label, err = summary.failures[0]
+            raise ConfigError(f"rl_spread sweep: {len(summary.failures)} cell(s) failed, e.g. "
+                              f"{label} ({key}): {err}; store {store.root}")  # fmt: skip
+        frame = store.runs(sweep=spec.name)
+    sweep_wall = time.perf_counter() - t0
+    is_train = frame["policy"].astype(str).str.startswith("train:") if frame is not None else None
+    train_rows = frame[is_train] if frame is not None else None
     rows, verdicts, texts = [], [], []
-    if lb_paths:
-        results = [json.loads(lb_paths[s].read_text()) for s in seeds]
+    if "lb" in parts:
+        base = lb_baselines(data_dir, args.episodes)
+        if train_rows is not None:
+            results = lb_results(train_rows, base, seeds)
+        else:  # no agent trained: the baselines only
+            results = [{"scenarios": {sc: {"results": base[sc]} for sc in lbt.SCENARIOS}}]
         r, v, t = summarise_lb(results, b)
         rows += r
         verdicts += v
         texts.append(t)
-    if t_paths:
-        frame = teacher_sweep(out, t_paths, data_dir, args.eval_days, args.workers, b)
-        r, v, t = summarise_teacher(frame, b, args.eval_days)
+    if "teacher" in parts and frame is not None:
+        evals = frame[~is_train & (frame["scenario"] == TEACHER_SCENARIO)]
+        r, v, t = summarise_teacher(evals, b, args.eval_days)
         rows += r
         verdicts += v
         texts.append(t)
-    texts.append(f"Seeds {seeds}; wall time {time.perf_counter() - t0:.0f} s, of which training "
-                 f"(where not reused) and seed 002's evaluation {train_wall:.0f} s, with "
-                 f"{args.workers} workers; logs in {out / 'logs'}")  # fmt: skip
+    if train_rows is not None and len(train_rows):
+        texts.append(training_text(train_rows))
+    if summary is not None:
+        texts.append(f"Seeds {seeds}; wall time {time.perf_counter() - t0:.0f} s; the sweep "
+                     f"{summary.name!r} ({summary.total} cells: {summary.skipped} already done, "
+                     f"{summary.done} run now on {summary.backend} with {summary.workers} "
+                     f"workers) {sweep_wall:.0f} s; store {summary.store}")  # fmt: skip
     with (out / "spread.csv").open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         w.writeheader()

@@ -146,6 +146,7 @@ def train_teacher(
             "name": name, "env_id": env_id, "steps": int(steps), "env_options": opts,
             "hyperparameters": meta["hyperparameters"], "wall_s": round(meta["wall_s"], 1),
             "selected_timesteps": meta["selected_timesteps"],
+            "final_reward_per_step": meta.get("final_reward_per_step"),
             "model": str(model), "sha256": file_sha256(model),
             "curves": [str(out / f"{name}_curves.csv"), str(out / f"{name}_curves.png")],
         })  # fmt: skip

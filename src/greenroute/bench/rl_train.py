@@ -10,6 +10,8 @@ import numpy as np
 
 from greenroute.core.errors import ConfigError, UnknownNameError
 
+FINAL_REWARD_STEPS = 1000  # "final training reward": mean step reward over the last 1,000 steps
+
 
 def parse_overrides(items: list[str] | None) -> dict:
     """``key=value`` pairs; values parsed as JSON when possible (numbers, lists, bools)."""
@@ -112,8 +114,15 @@ def train(
     except TypeError as exc:
         raise ConfigError(f"bad hyperparameter for {algo}: {exc}") from None
 
+    from collections import deque
+
+    last_rewards: deque[float] = deque(maxlen=FINAL_REWARD_STEPS)
+
     class _Progress(BaseCallback):
         def _on_step(self) -> bool:
+            r = self.locals.get("rewards")
+            if r is not None:
+                last_rewards.extend(np.asarray(r, dtype=np.float64).ravel().tolist())
             if progress is not None and self.num_timesteps % 256 == 0:
                 progress(self.num_timesteps, steps)
             return True
@@ -150,6 +159,11 @@ def train(
         "selected_timesteps": selected,
         "wall_s": wall,
         "hyperparameters": {k: v for k, v in kw.items()},
+        # in the training reward's units (with its scale); NaN when no step / episode ended
+        "final_reward_per_step": float(np.mean(last_rewards)) if last_rewards else float("nan"),
+        "final_episode_return": float(np.mean([e["r"] for e in model.ep_info_buffer]))
+        if model.ep_info_buffer
+        else float("nan"),
         "observation_shape": list(env.observation_space.shape or []),
         "action_space": str(env.action_space),
         "env_meta": base_env.model_meta() if hasattr(base_env, "model_meta") else {},

@@ -128,7 +128,7 @@ def row_table(row: dict[str, Any]):
 
     text = {"run_id", "source", "sweep", "status", "error", "created_utc", "scenario", "policy",
             "label", "policy_options", "local_policy", "fidelity", "server_model", "forecast",
-            "data_dir", "greenroute_version", *TEXT_COLUMNS}  # fmt: skip
+            "data_dir", "greenroute_version", "model_path", *TEXT_COLUMNS}  # fmt: skip
     fields, arrays = [], []
     for k, v in row.items():
         if k in text:

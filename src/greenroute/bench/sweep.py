@@ -14,6 +14,14 @@ greenroute installed and the data at the spec's ``data_dir``). At most one task 
 in flight, so the progress bar's ``running`` is exact and a killed driver loses at most that
 many cells' work.
 
+Training cells (a spec's ``train`` key, :mod:`greenroute.bench.sweep_train`) run in the same
+pool: each is keyed by its manifest's hash, trains into ``MODELS/<key>/`` (default: the store's
+``models/``), and is skipped when its saved model's ``cell.json`` matches its manifest. A grid
+cell whose policy is ``rl:train/<key>`` is submitted only once that training cell has
+finished; if the training failed, the cell is recorded as failed without running. Training
+cells write their models themselves, so with ``--address`` the models directory must be on a
+file system the workers share with the driver (with a local Ray or ``--local`` it is).
+
 Backends: ``ray`` (default; a local Ray with ``workers`` CPUs, or the cluster at ``address``),
 ``local`` (a :class:`concurrent.futures.ProcessPoolExecutor`; with one worker the cells run in
 this process).
@@ -23,7 +31,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +40,7 @@ import pandas as pd
 
 from greenroute.bench.store import ResultStore, failure_record, run_record
 from greenroute.bench.sweep_spec import Cell, SweepSpec
+from greenroute.bench.sweep_train import TrainCell, execute_train, resolve_model, train_row, trained
 from greenroute.core.errors import ConfigError
 
 BACKENDS = ("ray", "local")
@@ -92,15 +100,21 @@ def _identity(cell: Cell) -> dict[str, Any]:
     }
 
 
-def execute_cell(cell_dict: dict[str, Any], sweep: str | None) -> tuple[dict, pd.DataFrame | None]:
+def execute_cell(
+    cell_dict: dict[str, Any], sweep: str | None, models_root: str | None = None
+) -> tuple[dict, pd.DataFrame | None]:
     """Run one cell (in a worker) and return its store record; never raises for the cell's
-    own errors, which become a ``failed`` record."""
+    own errors, which become a ``failed`` record. A training cell trains into
+    ``models_root``; a grid cell's ``rl:train/<key>`` policy is that cell's model there."""
     from greenroute.bench.runner import prepare_checked, run_prepared
     from greenroute.core.types import ObjectiveWeights
 
+    if cell_dict.get("cell_kind") == "train":
+        return execute_train(cell_dict, sweep, str(models_root))
     cell = Cell.from_dict(cell_dict)
     t0, c0 = time.perf_counter(), time.process_time()
     try:
+        policy = resolve_model(cell.policy, models_root)
         prep, notes = prepare_checked(
             cell.scenario,
             seed=cell.seed,
@@ -110,7 +124,7 @@ def execute_cell(cell_dict: dict[str, Any], sweep: str | None) -> tuple[dict, pd
         )
         res = run_prepared(
             prep,
-            cell.policy,
+            policy,
             local_policy=cell.local_policy,
             seed=cell.seed,
             weights=ObjectiveWeights(**cell.weights),
@@ -123,6 +137,9 @@ def execute_cell(cell_dict: dict[str, Any], sweep: str | None) -> tuple[dict, pd
         )
         row["wall_s"] = time.perf_counter() - t0  # the whole cell, preparing the scenario too
         row["cpu_s"] = time.process_time() - c0  # CPU time of the cell (the machine may be shared)
+        if policy != cell.policy:  # a trained model: keep the key's name, say where it is
+            row["policy"] = cell.policy
+            row["model_path"] = policy[len("rl:") :]
         return row, epochs
     except Exception as err:
         return failure_record(_identity(cell), cell.key, "sweep", err, sweep), None
@@ -138,9 +155,9 @@ class _Inline:
         self._results: dict[int, Any] = {}
         self._n = 0
 
-    def submit(self, cell: Cell, sweep: str | None):
+    def submit(self, cell: Cell | TrainCell, sweep: str | None, models_root: str):
         self._n += 1
-        self._results[self._n] = execute_cell(cell.to_dict(), sweep)
+        self._results[self._n] = execute_cell(cell.to_dict(), sweep, models_root)
         return self._n
 
     def wait(self, handles: list, timeout: float) -> list:
@@ -166,17 +183,17 @@ class _Pool:
         ctx = multiprocessing.get_context("spawn")
         return ProcessPoolExecutor(max_workers=self.slots, mp_context=ctx)
 
-    def submit(self, cell: Cell, sweep: str | None):
+    def submit(self, cell: Cell | TrainCell, sweep: str | None, models_root: str):
         from concurrent.futures.process import BrokenProcessPool
 
         try:
-            return self.pool.submit(execute_cell, cell.to_dict(), sweep)
+            return self.pool.submit(execute_cell, cell.to_dict(), sweep, models_root)
         except BrokenProcessPool:
             # a worker died (e.g. killed for memory): its cells were recorded as failed; the
             # rest go to a new pool
             self.pool.shutdown(wait=False, cancel_futures=True)
             self.pool = self._new_pool()
-            return self.pool.submit(execute_cell, cell.to_dict(), sweep)
+            return self.pool.submit(execute_cell, cell.to_dict(), sweep, models_root)
 
     def wait(self, handles: list, timeout: float) -> list:
         from concurrent.futures import FIRST_COMPLETED, wait
@@ -212,8 +229,8 @@ class _Ray:
         self.slots = max(1, min(cpus, workers) if workers else cpus)
         self.task = ray.remote(num_cpus=1, max_retries=0)(execute_cell)
 
-    def submit(self, cell: Cell, sweep: str | None):
-        return self.task.remote(cell.to_dict(), sweep)
+    def submit(self, cell: Cell | TrainCell, sweep: str | None, models_root: str):
+        return self.task.remote(cell.to_dict(), sweep, models_root)
 
     def wait(self, handles: list, timeout: float) -> list:
         done, _ = self.ray.wait(handles, num_returns=1, timeout=timeout)
@@ -250,6 +267,32 @@ def _executor(backend: str, address: str | None, workers: int | None):
     return _Ray(address, workers)
 
 
+def _identity_of(cell: Cell | TrainCell) -> dict[str, Any]:
+    if isinstance(cell, TrainCell):
+        from greenroute.bench.sweep_train import identity
+
+        return identity(cell)
+    return _identity(cell)
+
+
+def _already_done(cells: list, st: ResultStore, models_root: Path, sweep: str) -> set[str]:
+    """Keys of the cells with a result: grid cells with an ``ok`` row in the store, training
+    cells whose model is saved with their manifest (their row is rewritten from ``cell.json``
+    when the driver was killed before writing it)."""
+    grid = [c for c in cells if not isinstance(c, TrainCell)]
+    done = st.completed(c.key for c in grid)
+    train = [c for c in cells if isinstance(c, TrainCell)]
+    rows_ok = st.completed(c.key for c in train)
+    for c in train:
+        result = trained(c, models_root)
+        if result is None:
+            continue
+        done.add(c.key)
+        if c.key not in rows_ok:
+            st.write(train_row(c, result, sweep), None)
+    return done
+
+
 def run_sweep(
     spec: SweepSpec,
     *,
@@ -259,54 +302,85 @@ def run_sweep(
     workers: int | None = None,
     limit: int | None = None,
     on_progress: Callable[[SweepProgress], None] | None = None,
+    models_dir: str | Path | None = None,
 ) -> SweepSummary:
     """Run the cells of ``spec`` that are not yet in ``store`` (default store: see
-    :func:`greenroute.bench.store.default_store_dir`).
+    :func:`greenroute.bench.store.default_store_dir`): its training cells first, then the grid
+    (a grid cell that evaluates a trained model waits for its training cell).
 
     ``limit``: run at most this many of the missing cells and stop (a partial sweep; running
     again continues). ``on_progress`` is called with the counts whenever they change and
-    every :data:`POLL_S` seconds."""
+    every :data:`POLL_S` seconds. ``models_dir``: where training cells save their models
+    (default: ``models/`` in the store)."""
     t0 = time.perf_counter()
     st = store if isinstance(store, ResultStore) else ResultStore(store)
-    cells = list(spec.cells)
+    models_root = Path(models_dir if models_dir is not None else st.root / "models").resolve()
+    cells: list[Cell | TrainCell] = [*spec.train, *spec.cells]
     st.save_sweep(spec.name, [c.key for c in cells], {"source": spec.source, "cells": len(cells)})
-    done_keys = st.completed(c.key for c in cells)
-    todo = deque(c for c in cells if c.key not in done_keys)
+    done_keys = _already_done(cells, st, models_root, spec.name)
+    todo = [c for c in cells if c.key not in done_keys]
     if limit is not None:
-        todo = deque(list(todo)[: max(0, limit)])
+        todo = todo[: max(0, limit)]
     prog = SweepProgress(total=len(cells), skipped=len(done_keys))
     if limit is not None:
         prog.total = prog.skipped + len(todo)
+    train_keys = {c.key for c in spec.train}
+    ok_keys = set(done_keys)  # training cells whose models exist (grid cells may use them)
+    failed_keys: set[str] = set()
     failures: list[tuple[str, str, str]] = []
     ex = None
     n_workers = 0
+
+    def record(cell, row, epochs) -> None:
+        st.write(row, epochs)
+        if row["status"] == "ok":
+            prog.done += 1
+            ok_keys.add(cell.key)
+        else:
+            prog.failed += 1
+            failed_keys.add(cell.key)
+            failures.append((cell.key, cell.label, str(row["error"])))
+
+    def waiting_on(cell) -> str | None:
+        dep = getattr(cell, "depends_on", None)
+        return dep if dep in train_keys and dep not in ok_keys else None
+
     try:
         if todo:
             ex = _executor(backend, address, workers)
             n_workers = ex.slots
-        inflight: dict[Any, Cell] = {}
+        inflight: dict[Any, Cell | TrainCell] = {}
         while todo or inflight:
-            while todo and len(inflight) < ex.slots:
-                cell = todo.popleft()
-                inflight[ex.submit(cell, spec.name)] = cell
+            for cell in list(todo):
+                if len(inflight) >= ex.slots:
+                    break
+                dep = waiting_on(cell)
+                if dep in failed_keys:  # its training failed: recorded, not run
+                    todo.remove(cell)
+                    err = ConfigError(f"its training cell {dep} failed")
+                    record(cell, failure_record(_identity_of(cell), cell.key, "sweep", err,
+                                                spec.name), None)  # fmt: skip
+                elif dep is None:
+                    todo.remove(cell)
+                    inflight[ex.submit(cell, spec.name, str(models_root))] = cell
             prog.running = len(inflight)
             if on_progress:
                 on_progress(prog)
+            if not inflight:
+                if todo and all(waiting_on(c) not in failed_keys for c in todo):
+                    # a dependency outside this run (limit): those cells wait for a later run
+                    break
+                continue
             for handle in ex.wait(list(inflight), POLL_S):
                 cell = inflight.pop(handle)
                 try:
                     row, epochs = ex.result(handle)
                 except Exception as err:
                     row, epochs = (
-                        failure_record(_identity(cell), cell.key, "sweep", err, spec.name),
+                        failure_record(_identity_of(cell), cell.key, "sweep", err, spec.name),
                         None,
                     )
-                st.write(row, epochs)
-                if row["status"] == "ok":
-                    prog.done += 1
-                else:
-                    prog.failed += 1
-                    failures.append((cell.key, cell.label, str(row["error"])))
+                record(cell, row, epochs)
         prog.running = 0
         if on_progress:
             on_progress(prog)

@@ -16,7 +16,13 @@ A spec file (every key but ``scenarios`` and ``policies`` optional)::
     fidelity: fluid               # request | fluid | auto (default: the scenario's)
     local_policy: least-loaded
     forecast: perfect
+    train:                        # training cells (greenroute.bench.sweep_train), run first
+      - {id: teacher, agent: teacher, scenario: geo3, seeds: 5,
+         steps: {manager: 30000, worker: 6000}}
+    # then a policy {name: 'rl:train/teacher', label: teacher} evaluates each training seed's
+    # model (labels teacher-seed0 ..); its cells run after the training cell they depend on
 
+With ``train``, ``scenarios`` and ``policies`` may be left out (a training-only sweep).
 :func:`load_spec` checks every key, name and value before anything runs: a mistake is one
 :class:`~greenroute.core.errors.ConfigError` naming the file, the key and the valid choices.
 :func:`expand` turns the grid into :class:`Cell` s; a cell's :attr:`Cell.key` is the SHA-256 of
@@ -34,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from greenroute.bench.sweep_train import TRAIN_POLICY_PREFIX, TrainCell, parse_train
 from greenroute.core.errors import ConfigError, GreenrouteError
 
 SPEC_KEYS = (
@@ -47,6 +54,7 @@ SPEC_KEYS = (
     "fidelity",
     "local_policy",
     "forecast",
+    "train",
 )
 POLICY_KEYS = ("name", "options", "label")
 FIDELITY_CHOICES = ("request", "fluid", "auto")
@@ -81,6 +89,13 @@ class Cell:
         text = json.dumps(self.config(), sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:KEY_HEX_CHARS]
 
+    @property
+    def depends_on(self) -> str | None:
+        """The key of the training cell whose model this cell evaluates (``rl:train/<key>``)."""
+        if self.policy.startswith(TRAIN_POLICY_PREFIX):
+            return self.policy[len(TRAIN_POLICY_PREFIX) :]
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -91,13 +106,17 @@ class Cell:
 
 @dataclass(frozen=True)
 class SweepSpec:
+    """``cells``: the grid (evaluation) cells; ``train``: the training cells, which run
+    before the grid cells that use their models (:attr:`Cell.depends_on`)."""
+
     name: str
     cells: tuple[Cell, ...]
     source: str  # the file it was read from ("<dict>" for a mapping)
+    train: tuple[TrainCell, ...] = ()
 
     @property
     def keys(self) -> list[str]:
-        return [c.key for c in self.cells]
+        return [c.key for c in (*self.train, *self.cells)]
 
 
 # ------------------------------------------------------------------ checking
@@ -116,7 +135,26 @@ def _choice(where: str, key: str, value: Any, choices) -> str:
     return value
 
 
-def _policies(where: str, raw: Any) -> list[tuple[str, dict, str]]:
+def _trained_policies(where: str, item: dict, train: list[TrainCell]) -> list[tuple]:
+    """``rl:train/<id>``: one policy per training seed of that training (labels
+    ``<label>-seed<s>``), evaluating the model its training cell saves."""
+    tid = item["name"][len(TRAIN_POLICY_PREFIX) :]
+    mine = [t for t in train if t.name == tid]
+    if not mine:
+        ids = sorted({t.name for t in train})
+        valid = ", ".join(TRAIN_POLICY_PREFIX + i for i in ids) or "(no train key)"
+        raise _fail(where, f"policy {item['name']!r} names no training; valid choices: {valid}")
+    if mine[0].agent != "teacher":
+        raise _fail(where, f"{item['name']!r} is a {mine[0].agent} agent: it is evaluated on "
+                    "seed 002's held-out episodes inside its training cell (options.episodes), "
+                    "not by a grid cell")  # fmt: skip
+    if item.get("options"):
+        raise _fail(where, f"policy {item['name']!r} (a trained RL model) takes no options")
+    label = str(item.get("label") or tid)
+    return [(f"{TRAIN_POLICY_PREFIX}{t.key}", {}, f"{label}-seed{t.seed}") for t in mine]
+
+
+def _policies(where: str, raw: Any, train: list[TrainCell] = ()) -> list[tuple[str, dict, str]]:
     from greenroute.policies.registry import geo_policy_entry, geo_policy_names
 
     out = []
@@ -131,6 +169,9 @@ def _policies(where: str, raw: Any) -> list[tuple[str, dict, str]]:
                 where, f"unknown policy key(s) {unknown}; valid choices: {', '.join(POLICY_KEYS)}"
             )
         pname = item.get("name")
+        if isinstance(pname, str) and pname.startswith(TRAIN_POLICY_PREFIX):
+            out.extend(_trained_policies(where, item, list(train)))
+            continue
         if isinstance(pname, str) and pname.startswith("rl:"):  # a saved RL model
             if item.get("options"):
                 raise _fail(where, f"policy {pname!r} (a saved RL model) takes no options")
@@ -239,17 +280,23 @@ def parse_spec(raw: Any, where: str = "<dict>", base: Path | None = None) -> Swe
     unknown = sorted(set(raw) - set(SPEC_KEYS))
     if unknown:
         raise _fail(where, f"unknown key(s) {unknown}; valid choices: {', '.join(SPEC_KEYS)}")
+    has_train = raw.get("train") is not None
+    if has_train and not raw["train"]:
+        raise _fail(where, "'train' may not be empty")
     for required in ("scenarios", "policies"):
-        if not raw.get(required):
+        if not raw.get(required) and not (has_train and required not in raw):
             raise _fail(where, f"{required!r} is required and may not be empty")
+    if has_train and bool(raw.get("scenarios")) != bool(raw.get("policies")):
+        raise _fail(where, "give both 'scenarios' and 'policies' (the evaluation grid) or neither")
+    data_dir = _data_dir(where, raw.get("data_dir"), base or Path.cwd())
+    train = parse_train(where, raw["train"], data_dir, _seeds) if has_train else []
     scenarios = [
-        _choice(where, "scenario", s, SCENARIOS.names()) for s in _as_list(raw["scenarios"])
-    ]
-    policies = _policies(where, raw["policies"])
+        _choice(where, "scenario", s, SCENARIOS.names()) for s in _as_list(raw.get("scenarios"))
+    ] if raw.get("scenarios") else []  # fmt: skip
+    policies = _policies(where, raw["policies"], train) if raw.get("policies") else []
     seeds = _seeds(where, raw.get("seeds", [0]))
     days = _days(where, raw.get("days"))
     weights = _weights(where, raw.get("weights"))
-    data_dir = _data_dir(where, raw.get("data_dir"), base or Path.cwd())
     fidelity = raw.get("fidelity")
     if fidelity is not None:
         fidelity = _choice(where, "fidelity", fidelity, FIDELITY_CHOICES)
@@ -280,12 +327,13 @@ def parse_spec(raw: Any, where: str = "<dict>", base: Path | None = None) -> Swe
             scenarios, policies, weights, days, seeds
         )
     )
-    keys = [c.key for c in cells]
+    keys = [c.key for c in (*train, *cells)]
     if len(set(keys)) != len(keys):
         raise _fail(
-            where, "the grid lists the same cell twice (repeated scenario, weights or days)"
+            where,
+            "the grid lists the same cell twice (repeated scenario, weights, days or training)",
         )
-    return SweepSpec(name=name, cells=cells, source=where)
+    return SweepSpec(name=name, cells=cells, source=where, train=tuple(train))
 
 
 def load_spec(path: str | Path) -> SweepSpec:
