@@ -10,11 +10,14 @@ server; a saturated iteration engine run serves 2.83/s). Single region, 2 server
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from greenroute.bench.calibrate import calibration_scenario, demo_like, sustainable_rps
 from greenroute.policies.registry import local_policy_factory, make_geo_policy
+from greenroute.sim.cluster import uniform_cluster
 from greenroute.sim.engine import SimConfig, Simulation
 from greenroute.sim.prepare import prepare
 
@@ -32,14 +35,22 @@ def _metrics(sc, fidelity: str, server_model: str, local: str, seed: int) -> dic
 
 
 def pooled_errors(
-    local: str, util: float, sigma: float, fluid_model: str = "iteration", demo: bool = False
+    local: str,
+    util: float,
+    sigma: float,
+    fluid_model: str = "iteration",
+    demo: bool = False,
+    servers: int = 2,
 ):
     """Relative error (fluid - engine) / engine of carbon, energy and mean TTFT, seeds pooled
-    (``demo``: the demo's three regions, ``bench.calibrate.demo_like``)."""
+    (``demo``: the demo's three regions, ``bench.calibrate.demo_like``; ``servers``: the single
+    region's server count, the rate scaled to keep ``util``)."""
     if demo:
         sc = demo_like(util, sigma, days=DAYS)
     else:
-        sc = calibration_scenario(util * sustainable_rps(), sigma, days=DAYS)
+        sc = calibration_scenario(util * sustainable_rps() * servers / 2, sigma, days=DAYS)
+        if servers != 2:
+            sc = replace(sc, cluster=uniform_cluster(("DE-LU",), servers))
     keys = ("carbon_kg", "energy_kwh", "ttft_mean_s")
     eng = [_metrics(sc, "request", "iteration", local, s) for s in SEEDS]
     flu = [_metrics(sc, "fluid", fluid_model, local, s) for s in SEEDS]
@@ -60,10 +71,6 @@ def _xfail(why: str):
     return pytest.mark.xfail(strict=True, raises=AssertionError, reason=why)
 
 
-_RR = (
-    "round-robin: each server gets every second arrival (ca^2 = 1/2), the fluid's per-server "
-    "Poisson residual-iteration and slot-wait terms do not see it"
-)
 # measured 2026-11-26 (two seeds pooled, a quarter day): energy/carbon -0.2..-0.5 % in every case.
 # Minute noise: the slot wait is averaged over the noise nodes, each node's stationary M/G/32
 # wait weighted by how far it relaxes within the minute (Odoni & Roth's relaxation time); before
@@ -71,6 +78,10 @@ _RR = (
 # the full quasi-stationary average (no relaxation) +73 % and +93 %. Prompts queued ahead in
 # FCFS (``IterationProfile.ahead``) moved the single region from -2..0 % to +3..+5 % and the demo
 # mix from -14.5/-16.7 % to -8.4/-12.3 %.
+# Round-robin (2026-11-26, evening): split arrivals get their own wait (``split_wait``: a
+# birth-death queue per server, the saturated rate at the cap, Hayward's peakedness for the
+# Erlang-k gaps) and residual (``erlang_overlap``); before, round-robin read +9.7 / +4.7 / -11.0 %
+# at 60 / 75 / 85 % on the least-loaded model (docs/fluid_iteration_gap.md).
 CASES = [  # local policy, utilisation, noise sigma, why it fails (None: passes)
     ("least-loaded", 0.60, 0.0, None),  # TTFT +4.4 %
     ("least-loaded", 0.75, 0.0, None),  # TTFT +4.0 %
@@ -78,9 +89,9 @@ CASES = [  # local policy, utilisation, noise sigma, why it fails (None: passes)
     ("least-loaded", 0.60, 0.125, None),  # TTFT +4.8 %
     ("least-loaded", 0.75, 0.125, None),  # TTFT -0.3 %
     ("least-loaded", 0.85, 0.125, None),  # TTFT +1.5 %
-    ("round-robin", 0.60, 0.0, f"{_RR} (TTFT +9.7 %)"),
-    ("round-robin", 0.75, 0.0, None),  # TTFT +4.7 %
-    ("round-robin", 0.85, 0.0, f"{_RR} (TTFT -11.0 %)"),
+    ("round-robin", 0.60, 0.0, None),  # TTFT -0.2 %
+    ("round-robin", 0.75, 0.0, None),  # TTFT -4.9 %
+    ("round-robin", 0.85, 0.0, None),  # TTFT +0.6 %
 ]  # fmt: skip
 
 
@@ -90,6 +101,29 @@ CASES = [  # local policy, utilisation, noise sigma, why it fails (None: passes)
 )
 def test_fluid_matches_iteration_engine(local, util, sigma):
     assert failures(pooled_errors(local, util, sigma)) == []
+
+
+# Cases beyond the issue's list for the split-arrival wait: another load, four servers (Erlang-4
+# gaps), random routing (Poisson thinning; the least-loaded model read -49 % at 85 %). No
+# constant is fitted to them; random and four servers at 85 % were looked at while the model's
+# form was chosen (docs/fluid_iteration_gap.md), 70 % was not.
+# Least-loaded keeps the per-server M/G/S wait, which is not a join-the-shortest-queue model:
+# with four servers it misses (docs/fluid_iteration_gap.md).
+_LL4 = "least-loaded over 4 servers: the per-server M/G/S wait ignores the balancing (TTFT +41.5 %)"
+HELD_OUT = [  # local policy, utilisation, servers, why it fails (None: passes)
+    ("round-robin", 0.70, 2, None),  # TTFT -1.0 %
+    ("round-robin", 0.85, 4, None),  # TTFT +3.1 %
+    ("random", 0.85, 2, None),  # TTFT +1.4 %
+    ("least-loaded", 0.85, 4, _LL4),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("local", "util", "servers"),
+    [pytest.param(lp, u, n, marks=[_xfail(why)] if why else []) for lp, u, n, why in HELD_OUT],
+)
+def test_fluid_matches_iteration_engine_held_out(local, util, servers):
+    assert failures(pooled_errors(local, util, 0.0, servers=servers)) == []
 
 
 # The demo's three regions: interactive + 0.2 deferrable (long vidur-arxiv prompts, mean 2600
@@ -103,6 +137,10 @@ DEMO_CASES = [
     ("least-loaded", 0.85, 0.0, f"{_DEMO_MIX} (TTFT -12.3 %; -8.4 % at 75 %)"),
     # held out when the noise model was chosen (it was +20 % / +63 % before)
     ("least-loaded", 0.85, 0.125, f"{_DEMO_MIX}; with minute noise (TTFT +11.0 %; -2.3 % at 75 %)"),
+    # held out for the split-arrival wait (it read +2.4 % on the least-loaded model)
+    ("round-robin", 0.80, 0.0, "demo mix, round-robin: long deferrable prompts, as in the "
+     "least-loaded demo cases; the split-arrival wait takes residences as exponential "
+     "(TTFT -6.8 %)"),
 ]  # fmt: skip
 
 

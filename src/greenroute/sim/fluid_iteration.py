@@ -202,6 +202,32 @@ def saturation_work_s(
     return w
 
 
+def min_pair_mean(x: np.ndarray) -> float:
+    """``E[min(X1, X2)]`` of two independent draws from the samples ``x`` (exact for the
+    empirical law: the ``i``-th smallest of ``n`` is the minimum of ``2 (n - i) - 1`` of the
+    ``n^2`` ordered pairs); with residences proportional to output lengths,
+    ``E[min(O1, O2)] / E[O] = mu int Gbar(t)^2 dt``, the term of the peakedness (``split_wait``)."""
+    x = np.sort(np.asarray(x, dtype=float).ravel())
+    n = x.size
+    if n == 0:
+        return 0.0
+    return float((x * (2.0 * (n - np.arange(n)) - 1.0)).sum() / (n * n))
+
+
+def split_order(codes: np.ndarray, g_region: np.ndarray, g_servers: np.ndarray) -> np.ndarray:
+    """How each group's servers get their arrivals, from the region's local policy (a declared
+    choice, ``fluid_iteration_kernel.split_wait``): ``k >= 2`` round-robin over the region's
+    ``k`` servers (Erlang-k gaps), ``1`` random (Poisson thinning), ``0`` state-aware routing
+    (least-loaded, least-connections: join-the-shortest-queue) or a Python policy, kept on the
+    per-server M/G/S wait. Round-robin over one server is Poisson (``1``)."""
+    from greenroute.sim import kernel as K
+
+    per_region = np.bincount(g_region, weights=g_servers, minlength=codes.size)
+    code = codes[g_region]
+    rr = np.maximum(np.rint(per_region[g_region]), 1.0).astype(np.int64)
+    return np.where(code == K.LP_ROUND_ROBIN, rr, np.where(code == K.LP_RANDOM, 1, 0))
+
+
 def correct_epoch(fl, e: int) -> np.ndarray:
     """After ``fluid_step`` of epoch ``e`` on iteration servers (compiled:
     ``fluid_iteration_kernel.iteration_epoch``): the dynamic energy of each group at its

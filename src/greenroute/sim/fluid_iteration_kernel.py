@@ -74,10 +74,102 @@ def running(g, lam, lam_tot, types, tau, adv, decode, e_out, slots, st=1.0):
 
 
 @njit(cache=True)
+def _completion_rate(k, full, g, lam, lam_tot, types, tau, adv, decode, e_out, s, st):
+    """Completion rate (requests/s) of a server with ``k`` running decodes (``k <= s``), per
+    ``split_wait``: below the running cap, prompts are admitted as they arrive, so prefill
+    iterations take ``sum lam tau`` of the time and decode-only iterations of ``d(k)`` advance
+    ``k`` requests: ``(1 - sum lam tau) k / (d(k) E[O - 1 - a])``. With the cap reached
+    (``full``), a prompt is admitted only when a request completes, so every completion pays one
+    prefill iteration: ``1 / (E[tau] + E[O - 1 - a] d(s) / s)``, the saturated rate ``1 / w``."""
+    n_c, n_m = lam.shape[1], lam.shape[2]
+    d = 0.0
+    t_sum = 0.0
+    dec_sum = 0.0
+    for m in range(n_m):
+        t = types[g, m]
+        wm = 0.0
+        for c in range(n_c):
+            lv = lam[g, c, m]
+            wm += lv
+            t_sum += lv * _at(tau[t, c], k) * st
+            dec_sum += lv * max(max(e_out[c] - 1.0, 0.0) - _at(adv[t, c], k), 0.0)
+        d += wm / lam_tot * _at(decode[t], k)
+    if full:
+        return lam_tot / max(t_sum + dec_sum * d / s, 1e-300)
+    return max(1.0 - t_sum, 1e-9) * k / max(d, 1e-300) * lam_tot / max(dec_sum, 1e-300)
+
+
+@njit(cache=True)
+def split_wait(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, z):
+    """Slot wait of one server that receives its own share of the arrivals whatever the
+    state of the others (round-robin, random): ``(P(wait), mean wait of those who wait)``.
+
+    A birth-death queue over the requests at the server (running + waiting), arrivals
+    ``lam_tot``, completions ``_completion_rate`` (state-dependent below the running cap
+    ``s``, the saturated rate ``1 / w`` at and above it); exponential residences, since the
+    cap is reached for a short time compared to a residence and the completions of ``s``
+    requests of spread ages are then close to Poisson (Palm-Khintchine). Arrival variability
+    enters by Hayward's approximation (Hayward 1952; Fredericks 1980, "Congestion in
+    blocking systems - a simple approximation technique", BSTJ 59(6)): traffic of peakedness
+    ``z`` at ``k`` servers acts as Poisson traffic in units of ``z`` requests, so the chain
+    runs over ``j`` with ``k = j z`` requests (birth ``lam / z``, death ``mu(j z) / z``, their
+    ratio unchanged) and ``z (j - s / z)^+`` requests wait. Above the cap the rates are
+    constant: the tail is geometric, summed in closed form. ``(1, 0)`` when the saturated
+    rate is exceeded (the epoch-level fluid backlog takes over)."""
+    mu_full = _completion_rate(s, True, g, lam, lam_tot, types, tau, adv, decode, e_out, s, st)
+    r = lam_tot / mu_full
+    if r >= 1.0:
+        return 1.0, 0.0
+    j0 = math.ceil(s / z - 1e-9)  # first state at or above the cap
+    # log p_j - log p_0, kept relative to the running maximum
+    lp = 0.0
+    top = 0.0
+    below = 1.0  # sum of p_j / p_0 over j < j0, rescaled as top moves
+    for j in range(1, j0):
+        mu = _completion_rate(j * z, False, g, lam, lam_tot, types, tau, adv, decode, e_out,
+                              s, st)  # fmt: skip
+        lp += math.log(lam_tot / mu)
+        if lp > top:
+            below *= math.exp(top - lp)
+            top = lp
+        below += math.exp(lp - top)
+    lp += math.log(r)  # p_j0 / p_(j0 - 1): the cap is reached
+    p0 = math.exp(lp - top)  # p_j0, same scale as ``below``
+    tail = p0 / (1.0 - r)
+    waiting = p0 * ((j0 * z - s) / (1.0 - r) + z * r / ((1.0 - r) * (1.0 - r)))
+    norm = below + tail
+    p_wait = tail / norm
+    mean_wait = waiting / norm / lam_tot
+    return p_wait, (mean_wait / p_wait if p_wait > 0 else 0.0)
+
+
+@njit(cache=True)
+def _poisson_sf(k, a):
+    """P(Poisson(a) >= k)."""
+    term = math.exp(-a)
+    cdf = 0.0
+    for i in range(k):
+        cdf += term
+        term *= a / (i + 1)
+    return max(1.0 - cdf, 0.0)
+
+
+@njit(cache=True)
+def erlang_overlap(lam, t, k):
+    """``E[(t - X)^+]`` with ``X`` ~ Erlang(k, rate k lam), the gap since the previous arrival
+    at a server that gets every ``k``-th of a Poisson stream (round-robin over ``k``
+    servers, per-server rate ``lam``): the part of that arrival's prefill iteration (length
+    ``t``) still to run. ``t P(X < t) - E[X; X < t]`` with ``P(X < t) = P(Pois(k lam t) >= k)``
+    and ``E[X; X < t] = P(Pois(k lam t) >= k + 1) / lam``."""
+    a = k * lam * t
+    return t * _poisson_sf(k, a) - _poisson_sf(k + 1, a) / lam
+
+
+@njit(cache=True)
 def iteration_epoch(
     e, dt, n_gcm, served, e_sat, w_sat, g_servers, g_slots, g_dyn_w, g_region, types,
-    tau, tau2, adv, decode, e_out, e_out2, ahead, run_cap, n_int, gh, par, it_dyn_kwh,
-    busy_slot_s, pw, cond, pre,
+    tau, tau2, adv, decode, e_out, e_out2, ahead, run_cap, n_int, gh, par, g_split, e_min,
+    it_dyn_kwh, busy_slot_s, pw, cond, pre,
 ):  # fmt: skip
     """One epoch's correction (``fluid_iteration.correct_epoch``), in place: ``it_dyn_kwh[:, e]``
     (energy at the running batch instead of saturation cost), ``busy_slot_s[:, e]`` (running
@@ -128,6 +220,7 @@ def iteration_epoch(
         d = 0.0
         e_mix = 0.0
         tau2_sum = 0.0
+        tau_sum = 0.0
         dec_sum = 0.0
         tau_i = 0.0
         n_i = 0.0
@@ -145,6 +238,7 @@ def iteration_epoch(
                 dec = max(max(e_out[c] - 1.0, 0.0) - _at(adv[t, c], n), 0.0)
                 e_mix += n_gcm[g, c, m] * (tc + dec * d / s_nom)  # prefill energy unstretched
                 tau2_sum += lam[g, c, m] * _at(tau2[t, c], n) * st * st
+                tau_sum += lam[g, c, m] * tc * st
                 ahead_rate += lam[g, c, m] * ahead[t, c] * st
                 dec_sum += lam[g, c, m] * dec
                 if c == 0:
@@ -153,6 +247,20 @@ def iteration_epoch(
         ratio = e_mix / charged_mix if charged_mix > 0 else 1.0
         it_dyn_kwh[g_region[g], e] += served[g] * g_dyn_w[g] / 3.6e6 * (ratio - 1.0)
         r_d = dec_sum / max(n, 1e-9)
+        k_split = g_split[g]
+        if k_split >= 2 and tau_sum > 0:
+            # round-robin over k servers: the previous arrival here came an Erlang-k gap ago,
+            # not an exponential one, so its prefill iteration is less often still running.
+            # That iteration (length-biased mean E[tau^2] / E[tau]) started a delay D after its
+            # arrival (D = the start delay the Poisson model gives: residual + prompts ahead),
+            # so the part left at this arrival is (D + t - X)^+ - (D - X)^+; the prefill part
+            # of the residual is scaled by that overlap's ratio, Erlang-k over Poisson (k = 1)
+            t_eff = tau2_sum / tau_sum
+            d0 = 0.5 * (tau2_sum + r_d * d * d) * (1.0 + ahead_rate)
+            base = erlang_overlap(lam_tot, d0 + t_eff, 1) - erlang_overlap(lam_tot, d0, 1)
+            if base > 0:
+                k_ov = erlang_overlap(lam_tot, d0 + t_eff, k_split)
+                tau2_sum *= (k_ov - erlang_overlap(lam_tot, d0, k_split)) / base
         resid = 0.5 * (tau2_sum + r_d * d * d)  # = the mean age of the running iteration
         # prompts that arrived since the running iteration started are ahead in FCFS: each
         # lengthens the arriving prompt's iteration, or takes one of its own when both
@@ -168,6 +276,19 @@ def iteration_epoch(
             e_o += k * e_out[c] / n_req
             e_o2 += k * e_out2[c] / n_req
         scv = max(e_o2 / (e_o * e_o) - 1.0, 0.0) if e_o > 0 else 1.0
+        # split arrivals (round-robin over k servers: Erlang-k gaps, ca^2 = 1 / k; random:
+        # Poisson): peakedness of the running requests (G/GI/inf, Whitt 1982 / Eick, Massey &
+        # Whitt 1993: z = 1 + (ca^2 - 1) mu int Gbar^2 = 1 + (ca^2 - 1) E[min(O1, O2)] / E[O],
+        # residences taken proportional to the output length)
+        z_split = 1.0
+        if k_split >= 1:
+            e_mn = 0.0
+            for c in range(n_c):
+                kc = 0.0
+                for m in range(n_m):
+                    kc += n_gcm[g, c, m]
+                e_mn += kc * e_min[c] / n_req
+            z_split = 1.0 + (1.0 / k_split - 1.0) * (e_mn / e_o if e_o > 0 else 0.0)
         u = lam_tot * w_mix / n_req
         # the noise's effective sigma for this group (origins mixed)
         tot = 0.0
@@ -179,10 +300,17 @@ def iteration_epoch(
             tot += v
             sq += v * v
         sig = sigma * math.sqrt(sq) / tot if tot > 0 else 0.0
-        # stationary slot wait at the epoch's mean rate: M/G/S per server
-        pw[g] = erlang_c(s, n)
-        denom = s * lam_tot / max(n, 1e-12) - lam_tot
-        cond[g] = (1.0 / denom if denom > 0 else 0.0) * (1.0 + scv) / 2.0
+        # stationary slot wait at the epoch's mean rate: split arrivals (round-robin, random)
+        # a birth-death queue per server (``split_wait``); otherwise (least-loaded,
+        # least-connections: join-the-shortest-queue routing, and Python policies) M/G/S per
+        # server with service = residence N / lam and the output length's SCV (Allen-Cunneen)
+        if k_split >= 1:
+            pw[g], cond[g] = split_wait(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st,
+                                        z_split)  # fmt: skip
+        else:
+            pw[g] = erlang_c(s, n)
+            denom = s * lam_tot / max(n, 1e-12) - lam_tot
+            cond[g] = (1.0 / denom if denom > 0 else 0.0) * (1.0 + scv) / 2.0
         if not sig > 0 or not u > 0:
             continue
         # minute rate noise (lognormal multiplier, Gauss-Hermite nodes weighted by arrivals).
@@ -210,9 +338,13 @@ def iteration_epoch(
                     lam[g, c, m] = base[c, m] * m_eff
             lam_k = lam_tot * m_eff
             n_k = running(g, lam, lam_k, types, tau, adv, decode, e_out, s, st)
-            pw_k = erlang_c(s, n_k)
-            den_k = s * lam_k / max(n_k, 1e-12) - lam_k
-            cond_k = (1.0 / den_k if den_k > 0 else 0.0) * (1.0 + scv) / 2.0
+            if k_split >= 1:
+                pw_k, cond_k = split_wait(g, lam, lam_k, types, tau, adv, decode, e_out, s, st,
+                                          z_split)  # fmt: skip
+            else:
+                pw_k = erlang_c(s, n_k)
+                den_k = s * lam_k / max(n_k, 1e-12) - lam_k
+                cond_k = (1.0 / den_k if den_k > 0 else 0.0) * (1.0 + scv) / 2.0
             # weight: the share of the minute the queue spends relaxed to the node's wait,
             # 1 - tau/T (1 - exp(-T/tau)) (time-average of 1 - exp(-t/tau) over the minute)
             rho_k = n_k / s
