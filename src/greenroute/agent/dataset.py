@@ -159,8 +159,7 @@ def record_text(
     out = Path(out_dir)
     geo = make_geo_policy(teacher)
     core = GeoCore(scenario, days, data_dir)
-    geo.reset(core.cluster_info(seed), seed)
-    core.reset(seed, geo=geo)  # the engine reads the teacher's look-ahead (lp-mpc: 24 epochs)
+    core.reset_driven_by(geo, seed)
     sim = core.sim
     n_e = core.sc.n_epochs
     n_val = math.floor(val_frac * n_e + 1e-9)

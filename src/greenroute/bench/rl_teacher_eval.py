@@ -30,8 +30,7 @@ def deferral_stats(
 
     core = GeoCore(scenario, days, data_dir)
     geo = make_geo_policy(policy)
-    geo.reset(core.cluster_info(seed), seed)
-    core.reset(seed, geo=geo)  # the engine reads the policy's look-ahead (lp-mpc: 24 epochs)
+    core.reset_driven_by(geo, seed)
     arrivals = kept = held_stock = carbon = misses = requests = 0.0
     decisions = defers = 0
     while not core.done:

@@ -215,6 +215,13 @@ class GeoCore:
         self.memory.push(self.obs)
         return self.obs
 
+    def reset_driven_by(self, geo, seed: int, start_day: float | None = None) -> Observation:
+        """Reset ``geo`` with this episode's cluster, then the episode with ``geo`` planning it
+        from outside (:meth:`reset`'s ``geo``): the engine reads ``geo``'s look-ahead
+        (lp-mpc: 24 epochs), as ``greenroute run`` does."""
+        geo.reset(self.cluster_info(seed, start_day), seed)
+        return self.reset(seed, start_day, geo=geo)
+
     @property
     def done(self) -> bool:
         return self.sim is None or self.sim.done
