@@ -23,6 +23,8 @@ California" through the copilot, beside retraining the RL expert for the same ch
 from __future__ import annotations
 
 import argparse
+import inspect
+import json
 import tempfile
 import time
 from collections.abc import Sequence
@@ -43,10 +45,30 @@ PAPER_ROWS = (
 )
 
 
-def measure_retraining(steps: int, days: float, data_dir: str | None) -> dict:
+def teacher_schedule_steps(policy: str) -> tuple[int, str]:
+    """Manager + Worker steps of the teacher ``policy`` was trained with, and where the number
+    comes from: the ``manifest.json`` ``greenroute train-teacher`` wrote beside an ``rl:``
+    model (the reported t4 teacher: 600,000 + 120,000), else ``train_teacher``'s defaults."""
+    from greenroute.bench import rl_teacher
+
+    if policy.startswith("rl:"):
+        man = Path(policy[3:]).parent / "manifest.json"
+        if man.is_file():
+            try:
+                meta = json.loads(man.read_text())
+            except json.JSONDecodeError:
+                meta = {}
+            stages = meta.get("stages") if meta.get("kind") == "greenroute-rl-teacher" else None
+            if stages:
+                return sum(int(st["steps"]) for st in stages), str(man)
+    p = inspect.signature(rl_teacher.train_teacher).parameters
+    full = int(p["manager_steps"].default) + int(p["worker_steps"].default)
+    return full, "train-teacher's defaults"
+
+
+def measure_retraining(steps: int, days: float, data_dir: str | None, policy: str = "") -> dict:
     """Steps/s of a short Manager training with the teacher's options, and the full schedule's
-    estimated time."""
-    import inspect
+    estimated time (the schedule of ``policy``'s teacher, see :func:`teacher_schedule_steps`)."""
 
     from greenroute.bench import rl_teacher
     from greenroute.bench.rl_train import train
@@ -54,12 +76,7 @@ def measure_retraining(steps: int, days: float, data_dir: str | None) -> dict:
     opts = {**rl_teacher.TEACHER_DEFAULTS, **rl_teacher.MANAGER_DEFAULTS, "scenario": "geo3"}
     if data_dir is not None:
         opts["data_dir"] = str(data_dir)
-    sig = inspect.signature(rl_teacher.train_teacher) if hasattr(rl_teacher, "train_teacher") \
-        else None  # fmt: skip
-    full = 400_000 + 100_000
-    if sig is not None:
-        p = sig.parameters
-        full = int(p["manager_steps"].default) + int(p["worker_steps"].default)
+    full, source = teacher_schedule_steps(policy)
     marks: list[tuple[float, int]] = []  # (time, steps done): the rate excludes env setup
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
@@ -74,7 +91,7 @@ def measure_retraining(steps: int, days: float, data_dir: str | None) -> dict:
         sps = steps / wall
     del days
     return {"steps": steps, "wall_s": wall, "steps_per_s": sps, "full_steps": full,
-            "full_estimate_h": full / sps / 3600.0}  # fmt: skip
+            "full_steps_source": source, "full_estimate_h": full / sps / 3600.0}  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     retrain = None
     if a.retrain_steps > 0:
         try:
-            retrain = measure_retraining(a.retrain_steps, a.days, a.data_dir)
+            retrain = measure_retraining(a.retrain_steps, a.days, a.data_dir, a.policy)
         except Exception as err:  # the RL extra missing or its code changing under us
             print(f"note: retraining not measured ({type(err).__name__}: {err})")
     b, m = base.metrics, out.after.metrics
@@ -154,7 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if retrain is not None:
         print(f"retraining: {retrain['steps']:,} Manager steps in {retrain['wall_s']:.1f} s = "
               f"{retrain['steps_per_s']:.1f} steps/s after setup; the teacher's schedule of "
-              f"{retrain['full_steps']:,} steps (Manager + Worker) at that rate = "
+              f"{retrain['full_steps']:,} steps (Manager + Worker, from "
+              f"{retrain['full_steps_source']}) at that rate = "
               f"{retrain['full_estimate_h']:.1f} h. The expert's reward has no cost term and "
               "its environment no exclusion option: retraining for this command also needs "
               "code changes (not counted).")  # fmt: skip
