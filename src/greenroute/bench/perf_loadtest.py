@@ -16,7 +16,10 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
         ("gateway routing overhead p50 / p99 (wall; gateway-thread CPU)",
          f"{r['overhead_ms_p50']:.3f} / {r['overhead_ms_p99']:.3f} ms; "
          f"{r['overhead_cpu_ms_p50']:.3f} / {r['overhead_cpu_ms_p99']:.3f} ms CPU; "
-         f"{r['gateway_cpu_ms_per_request']:.2f} ms process CPU per request", "p99 < 2 ms"),
+         f"{r['gateway_cpu_ms_per_request']:.2f} ms process CPU per request"
+         + (f" (client {r['client_cpu_ms_per_request']:.2f}, fake upstreams "
+            f"{r['upstreams_cpu_ms_per_request']:.2f})" if "client_cpu_ms_per_request" in r
+            else ""), "p99 < 2 ms"),
         ("gateway RSS at start / middle / end of the load test",
          f"{rss['start']:.0f} / {rss.get('middle', float('nan')):.0f} / "
          f"{rss.get('end', float('nan')):.0f} MB", "flat"),

@@ -180,6 +180,7 @@ async def drive(host: str, port: int, reqs: list[bytes], origin: np.ndarray, rat
                 regions)  # fmt: skip
     n = origin.size
     await asyncio.sleep(max(t0 - time.perf_counter(), 0.0))
+    cpu0 = time.process_time()
     for i in range(n):
         delay = t0 + i / rate - time.perf_counter()
         if delay > 0.0005:
@@ -193,4 +194,5 @@ async def drive(host: str, port: int, reqs: list[bytes], origin: np.ndarray, rat
     return {"origin": origin.tolist(), "status": d.status.tolist(), "region": d.region.tolist(),
             "latency_s": np.nan_to_num(d.lat_s, nan=-1.0).tolist(),
             "late_s": np.nan_to_num(d.late_s, nan=-1.0).tolist(), "send_s": sent_s,
-            "done_s": time.perf_counter() - t0, "client_errors": d.errors}  # fmt: skip
+            "done_s": time.perf_counter() - t0, "client_errors": d.errors,
+            "client_cpu_s": time.process_time() - cpu0}  # fmt: skip

@@ -84,6 +84,18 @@ def loadtest_config(urls: dict[str, str], t0_s: float, duration_s: float,
     return cfg
 
 
+def _proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process (Linux ``/proc``; nan elsewhere)."""
+    import os
+
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _rss_mb() -> float:
     with open("/proc/self/status", encoding="ascii") as fh:
         for line in fh:
@@ -186,6 +198,8 @@ def run(rate: float, duration_s: float, max_conns: int = 512, decision_log: bool
         gw.metrics.overhead_samples.clear()
         gw.metrics.overhead_cpu_samples.clear()
         cpu0 = time.process_time()
+        up_cpu0 = {r: _proc_cpu_s(p.pid) for r, p in procs.items()}
+        up_cpu_s = 0.0  # the upstream processes' CPU over the run (the killed one's until then)
         rss = {"start": _rss_mb()}
         rss_series = []
         events = [(duration_s / 3, "kill"), (duration_s / 2, "middle"),
@@ -200,6 +214,8 @@ def run(rate: float, duration_s: float, max_conns: int = 512, decision_log: bool
             if t >= events[0][0]:
                 _, what = events.pop(0)
                 if what == "kill":
+                    up_cpu_s += _proc_cpu_s(procs[KILLED].pid) - up_cpu0[KILLED]
+                    up_cpu0[KILLED] = 0.0  # its restart's CPU counts from its start
                     procs[KILLED].send_signal(signal.SIGKILL)
                     procs[KILLED].wait()
                     down[0] = time.time() - start_at
@@ -211,6 +227,7 @@ def run(rate: float, duration_s: float, max_conns: int = 512, decision_log: bool
             time.sleep(0.02)
         out, _ = client.communicate(timeout=duration_s + DRAIN_TIMEOUT_S)
         cpu_s = time.process_time() - cpu0
+        up_cpu_s += sum(_proc_cpu_s(p.pid) - up_cpu0[r] for r, p in procs.items())
         rss["after_drain"] = _rss_mb()
         res = json.loads(out)
         over = np.array(gw.metrics.overhead_samples) * 1e3
@@ -226,6 +243,7 @@ def run(rate: float, duration_s: float, max_conns: int = 512, decision_log: bool
                 p.terminate()
                 p.wait(timeout=10)
     res["late_start_s"], res["down_s"] = late_start_s, down
+    res["upstreams_cpu_s"] = up_cpu_s
     return _report(res, rate, duration_s, over, over_cpu, rss, rss_series, cpu_s, ejections,
                    log, start_at - late_start_s)  # fmt: skip
 
@@ -308,6 +326,11 @@ def _report(res: dict, rate: float, duration_s: float, over: np.ndarray, over_cp
         "overhead_ms_p50": _pct(over, 50), "overhead_ms_p99": _pct(over, 99),
         "overhead_cpu_ms_p50": _pct(over_cpu, 50), "overhead_cpu_ms_p99": _pct(over_cpu, 99),
         "gateway_cpu_ms_per_request": round(cpu_s / max(n, 1) * 1e3, 3),
+        # the machine's other CPU per request: the load client's and the fake upstreams'
+        "client_cpu_ms_per_request": round(res.get("client_cpu_s", float("nan"))
+                                           / max(n, 1) * 1e3, 3),
+        "upstreams_cpu_ms_per_request": round(res.get("upstreams_cpu_s", float("nan"))
+                                              / max(n, 1) * 1e3, 3),
         "rss_mb": {k: round(v, 1) for k, v in rss.items()},
         "rss_mb_per_second": rss_series,
         "fallbacks": fallbacks,
@@ -337,7 +360,9 @@ def summary(r: dict) -> str:
         f"{r.get('rule_violations_log', 'n/a')} (decision log, residency + exclusion window)",
         f"routing overhead: p50 {r['overhead_ms_p50']} ms, p99 {r['overhead_ms_p99']} ms wall; "
         f"p50 {r['overhead_cpu_ms_p50']} ms, p99 {r['overhead_cpu_ms_p99']} ms gateway-thread "
-        f"CPU; gateway process CPU {r['gateway_cpu_ms_per_request']} ms/request",
+        f"CPU; gateway process CPU {r['gateway_cpu_ms_per_request']} ms/request (client "
+        f"{r.get('client_cpu_ms_per_request')}, fake upstreams "
+        f"{r.get('upstreams_cpu_ms_per_request')} ms/request)",
         f"gateway RSS (MB): {r['rss_mb']}",
     ]
     for name, ph in r["phases"].items():
