@@ -116,19 +116,56 @@ def split_wait(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, z):
     ratio unchanged) and ``z (j - s / z)^+`` requests wait. Above the cap the rates are
     constant: the tail is geometric, summed in closed form. ``(1, 0)`` when the saturated
     rate is exceeded (the epoch-level fluid backlog takes over)."""
-    mu_full = _completion_rate(s, True, g, lam, lam_tot, types, tau, adv, decode, e_out, s, st)
-    r = lam_tot / mu_full
+    tab = chain_tables(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, z)
+    return chain_wait(tab, 1.0, lam_tot, s, z)
+
+
+@njit(cache=True)
+def chain_tables(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, z):
+    """``split_wait``'s rates in a form that scales with the arrival rate: row 0 the prefill
+    share ``sum lam tau(j z)``, row 1 ``(j z) / d(j z) lam / sum lam E[O - 1 - a]`` for the
+    states below the cap (``mu = (1 - m row0) row1`` at ``m`` times the rates), row 2 ``[0]``
+    the saturated rate (the same at any ``m``)."""
+    j0 = math.ceil(s / z - 1e-9)  # first state at or above the cap
+    tab = np.zeros((3, max(j0, 1)))
+    n_c, n_m = lam.shape[1], lam.shape[2]
+    for j in range(1, j0 + 1):
+        k = min(j * z, s)
+        d = 0.0
+        t_sum = 0.0
+        dec_sum = 0.0
+        for m in range(n_m):
+            t = types[g, m]
+            wm = 0.0
+            for c in range(n_c):
+                lv = lam[g, c, m]
+                wm += lv
+                t_sum += lv * _at(tau[t, c], k) * st
+                dec_sum += lv * max(max(e_out[c] - 1.0, 0.0) - _at(adv[t, c], k), 0.0)
+            d += wm / lam_tot * _at(decode[t], k)
+        if j < j0:
+            tab[0, j] = t_sum
+            tab[1, j] = k / max(d, 1e-300) * lam_tot / max(dec_sum, 1e-300)
+        else:
+            tab[2, 0] = lam_tot / max(t_sum + dec_sum * d / s, 1e-300)
+    return tab
+
+
+@njit(cache=True)
+def chain_wait(tab, mult, lam_tot, s, z):
+    """``split_wait`` at ``mult`` times the rates of ``chain_tables``."""
+    lam_m = lam_tot * mult
+    r = lam_m / tab[2, 0]
     if r >= 1.0:
         return 1.0, 0.0
-    j0 = math.ceil(s / z - 1e-9)  # first state at or above the cap
+    j0 = math.ceil(s / z - 1e-9)
     # log p_j - log p_0, kept relative to the running maximum
     lp = 0.0
     top = 0.0
     below = 1.0  # sum of p_j / p_0 over j < j0, rescaled as top moves
     for j in range(1, j0):
-        mu = _completion_rate(j * z, False, g, lam, lam_tot, types, tau, adv, decode, e_out,
-                              s, st)  # fmt: skip
-        lp += math.log(lam_tot / mu)
+        mu = max(1.0 - mult * tab[0, j], 1e-9) * tab[1, j]
+        lp += math.log(lam_m / mu)
         if lp > top:
             below *= math.exp(top - lp)
             top = lp
@@ -139,7 +176,7 @@ def split_wait(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, z):
     waiting = p0 * ((j0 * z - s) / (1.0 - r) + z * r / ((1.0 - r) * (1.0 - r)))
     norm = below + tail
     p_wait = tail / norm
-    mean_wait = waiting / norm / lam_tot
+    mean_wait = waiting / norm / lam_m
     return p_wait, (mean_wait / p_wait if p_wait > 0 else 0.0)
 
 
@@ -321,6 +358,9 @@ def iteration_epoch(
         # the overload terms below take over), as the slots model does (``noise_wait``)
         u_st = min(u, rho_max)  # above it the epoch-level fluid backlog takes over
         base = lam[g].copy()
+        tab = np.zeros((3, 1))
+        if k_split >= 1:  # the chain's rates at the mean rate, scaled per node below
+            tab = chain_tables(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, z_split)
         p_sum = 0.0
         pw_sum = 0.0
         pwc_sum = 0.0
@@ -339,8 +379,7 @@ def iteration_epoch(
             lam_k = lam_tot * m_eff
             n_k = running(g, lam, lam_k, types, tau, adv, decode, e_out, s, st)
             if k_split >= 1:
-                pw_k, cond_k = split_wait(g, lam, lam_k, types, tau, adv, decode, e_out, s, st,
-                                          z_split)  # fmt: skip
+                pw_k, cond_k = chain_wait(tab, m_eff, lam_tot, s, z_split)
             else:
                 pw_k = erlang_c(s, n_k)
                 den_k = s * lam_k / max(n_k, 1e-12) - lam_k
