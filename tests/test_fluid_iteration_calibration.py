@@ -110,14 +110,20 @@ def test_fluid_matches_iteration_engine(local, util, sigma):
 # Least-loaded keeps the per-server M/G/S wait, which is not a join-the-shortest-queue model:
 # with four servers it misses (docs/fluid_iteration_gap.md).
 _LL4 = "least-loaded over 4 servers: the per-server M/G/S wait ignores the balancing (TTFT +41.5 %)"
+_RND75 = (
+    "random at 75 %: the birth-death chain misses most of the engine's slot wait at moderate load "
+    "(TTFT -14.7 %; -3.0 % at 60 %, +1.4 % at 85 %)"
+)
 HELD_OUT = [  # local policy, utilisation, servers, why it fails (None: passes)
     ("round-robin", 0.70, 2, None),  # TTFT -1.0 %
     ("round-robin", 0.85, 4, None),  # TTFT +3.1 %
     ("random", 0.85, 2, None),  # TTFT +1.4 %
+    ("random", 0.75, 2, _RND75),
     ("least-loaded", 0.85, 4, _LL4),
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("local", "util", "servers"),
     [pytest.param(lp, u, n, marks=[_xfail(why)] if why else []) for lp, u, n, why in HELD_OUT],
