@@ -235,8 +235,12 @@ def run_group(cells: list[Cell]) -> list[dict]:
     return rows
 
 
-def run_cells(cells: Iterable[Cell], jobs: int = 1, log=print) -> pd.DataFrame:
-    """Run the cells grouped by (scenario, seed), in a process pool of ``jobs`` when > 1."""
+def run_cells(
+    cells: Iterable[Cell], jobs: int = 1, log=print, partial: Path | None = None
+) -> pd.DataFrame:
+    """Run the cells grouped by (scenario, seed), in a process pool of ``jobs`` when > 1.
+    With ``partial``, each finished group's rows are appended to that CSV as they come, so an
+    interrupted reproduction can be resumed with ``--reuse PARTIAL``."""
     groups: dict[tuple, list[Cell]] = {}
     for c in cells:
         groups.setdefault((c.scenario, c.seed), []).append(c)
@@ -246,6 +250,11 @@ def run_cells(cells: Iterable[Cell], jobs: int = 1, log=print) -> pd.DataFrame:
 
     def done(batch: list[dict]) -> None:
         rows.extend(batch)
+        if partial is not None:
+            frame = pd.DataFrame(batch).drop(columns=["input_files_sha256"], errors="ignore")
+            if partial.exists():  # the columns of the rows already there, in their order
+                frame = frame.reindex(columns=pd.read_csv(partial, nrows=0).columns)
+            frame.to_csv(partial, mode="a", header=not partial.exists(), index=False)
         r = batch[0]
         log(
             f"[{len(rows)}/{total}] {r['scenario']} seed {r['seed']}: {len(batch)} runs, "
@@ -258,11 +267,14 @@ def run_cells(cells: Iterable[Cell], jobs: int = 1, log=print) -> pd.DataFrame:
             done(run_group(g))
     else:
         import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
-            for batch in ex.map(run_group, groups.values()):
-                done(batch)
+            futures = [ex.submit(run_group, g) for g in groups.values()]
+            for fut in as_completed(futures):  # in finishing order (partial rows early)
+                done(fut.result())
+    order = {k: i for i, k in enumerate(groups)}  # the plan's order, whatever finished first
+    rows.sort(key=lambda r: order[(r["scenario"], r["seed"])])
     return pd.DataFrame(rows)
 
 
@@ -282,7 +294,11 @@ def reproduce(cfg: Config, out: Path, log=print) -> dict:
         f"seed001: {len(todo)} simulations ({len(cells) - len(todo)} reused), "
         f"MARLIN policies: {marlin_names() or 'none'}"
     )
-    new = run_cells(todo, cfg.jobs, log)
+    partial = out / "runs.partial.csv"  # reused + finished groups: --reuse it if interrupted
+    partial.unlink(missing_ok=True)
+    if len(done):
+        done.to_csv(partial, index=False)
+    new = run_cells(todo, cfg.jobs, log, partial)
     checksums = next(iter(new["input_files_sha256"]), {}) if len(new) else {}
     new = new.drop(columns=["input_files_sha256"], errors="ignore")
     df = pd.concat([done, new], ignore_index=True) if len(done) else new
