@@ -167,11 +167,13 @@ def run(rate: float, duration_s: float, max_conns: int = 512, decision_log: bool
     procs = {r: _start_upstream(p, r) for r, p in ports.items()}
     urls = {r: f"http://127.0.0.1:{p}" for r, p in ports.items()}
     gport = _free_port()
+    tmp = Path(tempfile.mkdtemp(prefix="greenroute-loadtest-"))
+    client_out = tmp / "client.json"  # the client's results (MBs: a file, not its stdout)
     client = subprocess.Popen(
-        _client_cmd(f"http://127.0.0.1:{gport}", rate, duration_s, None, max_conns, seed),
+        [*_client_cmd(f"http://127.0.0.1:{gport}", rate, duration_s, None, max_conns, seed),
+         "--out", str(client_out)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
-    tmp = Path(tempfile.mkdtemp(prefix="greenroute-loadtest-"))
     log = tmp / "decisions.jsonl" if decision_log else None
     gsrv = None
     try:
@@ -225,11 +227,13 @@ def run(rate: float, duration_s: float, max_conns: int = 512, decision_log: bool
                 else:
                     rss[what] = _rss_mb()
             time.sleep(0.02)
-        out, _ = client.communicate(timeout=duration_s + DRAIN_TIMEOUT_S)
+        client.communicate(timeout=duration_s + DRAIN_TIMEOUT_S)
+        if client.returncode != 0:
+            raise RuntimeError(f"the load client failed (exit status {client.returncode})")
         cpu_s = time.process_time() - cpu0
         up_cpu_s += sum(_proc_cpu_s(p.pid) - up_cpu0[r] for r, p in procs.items())
         rss["after_drain"] = _rss_mb()
-        res = json.loads(out)
+        res = json.loads(client_out.read_text(encoding="utf-8"))
         over = np.array(gw.metrics.overhead_samples) * 1e3
         over_cpu = np.array(gw.metrics.overhead_cpu_samples) * 1e3
         ejections = {k: v for k, v in _fallbacks(gw).items() if v}
@@ -383,6 +387,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", action="store_true", help="print only the JSON report")
     ap.add_argument("--client", help=argparse.SUPPRESS)  # internal: be the load client
     ap.add_argument("--start-at", type=float, help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)  # internal: the client's results file
     args = ap.parse_args(argv)
     if not (0 < args.rate <= 5000 and 0 < args.duration <= 600):
         ap.error("--rate must be in (0, 5000] and --duration in (0, 600] (a bounded test)")
@@ -395,7 +400,10 @@ def main(argv: list[str] | None = None) -> None:
             res = uvloop.run(coro)
         except ImportError:
             res = asyncio.run(coro)
-        sys.stdout.write(json.dumps(res))
+        if args.out:
+            Path(args.out).write_text(json.dumps(res), encoding="utf-8")
+        else:
+            sys.stdout.write(json.dumps(res))
         return
     res = run(args.rate, args.duration, args.max_conns, not args.no_decision_log, args.seed)
     print(json.dumps({k: v for k, v in res.items() if k != "rss_mb_per_second"} if not args.json
