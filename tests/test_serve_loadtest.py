@@ -94,3 +94,17 @@ def test_short_run_loses_nothing_when_a_region_is_killed_and_restored():
     assert r["killed_region_down_s"][0] < r["killed_region_down_s"][1]
     assert r["answered_by_killed_region_while_down"] == 0
     assert r["overhead_samples"] == 60
+
+
+def test_overhead_samples_keep_the_last_n_in_a_fixed_array():
+    from greenroute.serve.metrics import Samples
+
+    s = Samples(3)
+    for x in (1.0, 2.0):
+        s.append(x)
+    assert np.asarray(s).tolist() == [1.0, 2.0] and len(s) == 2
+    for x in (3.0, 4.0):  # 4.0 overwrites the oldest, 1.0
+        s.append(x)
+    assert sorted(np.asarray(s).tolist()) == [2.0, 3.0, 4.0] and len(s) == 3
+    s.clear()
+    assert np.asarray(s).size == 0

@@ -55,7 +55,7 @@ def test_keep_alive_reuses_one_connection_and_sends_headers_and_body():
 
     async def main():
         server, url, count = await _serve(echo)
-        pool = ConnectionPool(url + "/base/", 4, 1.0, 5.0)
+        pool = ConnectionPool(url + "/base/", 4, 10.0, 10.0)
         got = []
         for i in range(3):
             resp = await pool.post("/v1/x", b"x-a: 1\r\n", b"body%d" % i)
@@ -89,7 +89,7 @@ def test_chunks_arrive_as_sent_and_a_close_delimited_body_ends_at_close():
         nonlocal step
         step = asyncio.Event()
         server, url, count = await _serve(chunked)
-        pool = ConnectionPool(url, 4, 1.0, 5.0)
+        pool = ConnectionPool(url, 4, 10.0, 10.0)
         resp = await pool.post("/s", b"", b"{}")
         first = await resp.next_chunk()
         step.set()
@@ -120,7 +120,7 @@ def test_failures_before_and_after_the_headers_and_timeouts():
 
     async def main():
         server, url, _ = await _serve(bad)
-        pool = ConnectionPool(url, 4, 1.0, 0.2)
+        pool = ConnectionPool(url, 4, 10.0, 10.0)
         out = []
         with pytest.raises(UpstreamConnectError):
             await pool.post("/x", b"", b"{}")
@@ -129,12 +129,13 @@ def test_failures_before_and_after_the_headers_and_timeouts():
         with pytest.raises(UpstreamReadError):
             await resp.read()
         resp.release()
+        impatient = ConnectionPool(url, 4, 10.0, 0.2)  # the server never answers it
         with pytest.raises(UpstreamTimeoutError):
-            await pool.post("/x", b"", b"{}")
+            await impatient.post("/x", b"", b"{}")
         server.close()
         with socket.socket() as s:  # a port nobody listens on
             s.bind(("127.0.0.1", 0))
-            dead = ConnectionPool(f"http://127.0.0.1:{s.getsockname()[1]}", 4, 1.0, 1.0)
+            dead = ConnectionPool(f"http://127.0.0.1:{s.getsockname()[1]}", 4, 10.0, 10.0)
         with pytest.raises(UpstreamConnectError):
             await dead.post("/x", b"", b"{}")
         return out, len(pool.idle)

@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import deque
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -161,6 +160,7 @@ def run(rate: float, duration_s: float, max_conns: int = 512, decision_log: bool
     from greenroute.serve.app import create_app
     from greenroute.serve.config import parse_config
     from greenroute.serve.fake_upstream import ServerThread
+    from greenroute.serve.metrics import Samples
     from greenroute.serve.overhead import _free_port, _wait_up
 
     ports = {r: _free_port() for r in REGIONS}
@@ -188,8 +188,8 @@ def run(rate: float, duration_s: float, max_conns: int = 512, decision_log: bool
         app = create_app(cfg)
         gw = app.state.gateway
         n = round(rate * duration_s)
-        gw.metrics.overhead_samples = deque(maxlen=n + 1000)
-        gw.metrics.overhead_cpu_samples = deque(maxlen=n + 1000)
+        gw.metrics.overhead_samples = Samples(n + 1000)
+        gw.metrics.overhead_cpu_samples = Samples(n + 1000)
         gsrv = ServerThread(app, port=gport).start()
         _warm_up(gsrv.url, WARMUP_REQUESTS)
         late_start_s = max(time.time() + 0.2 - start_at, 0.0)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from greenroute.core.types import CLASSES
@@ -14,6 +14,30 @@ DURATION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 3
 OVERHEAD_BUCKETS_S = (5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 5e-2)
 SIGNAL_NAMES = ("carbon_intensity_g_per_kwh", "price_usd_per_kwh", "temp_c", "wetbulb_c",
                 "water_intensity_l_per_kwh")  # fmt: skip
+
+
+class Samples:
+    """The last ``n`` float samples in a preallocated array: appending allocates nothing, so
+    a benchmark's own sample keeping does not show as memory growth of the gateway.
+    ``np.asarray(samples)`` gives them (in ring order: fine for percentiles)."""
+
+    def __init__(self, n: int) -> None:
+        self._a = np.empty(n)
+        self._i = 0
+
+    def append(self, x: float) -> None:
+        self._a[self._i % self._a.size] = x
+        self._i += 1
+
+    def clear(self) -> None:
+        self._i = 0
+
+    def __len__(self) -> int:
+        return min(self._i, self._a.size)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        out = self._a[: len(self)].copy()
+        return out if dtype is None else out.astype(dtype)
 
 
 class GatewayMetrics:
@@ -92,10 +116,10 @@ class GatewayMetrics:
                                        "request was held", buckets=(1, 10, 60, 300, 900, 3600,
                                                                     14400, 86400),
                                        registry=reg)  # fmt: skip
-        # set to deques to keep samples (benchmarks): wall seconds, and the gateway thread's CPU
-        # seconds over the same span (not inflated by the OS running something else)
-        self.overhead_samples: deque[float] | None = None
-        self.overhead_cpu_samples: deque[float] | None = None
+        # set to Samples to keep samples (benchmarks): wall seconds, and the gateway thread's
+        # CPU seconds over the same span (not inflated by the OS running something else)
+        self.overhead_samples: Samples | None = None
+        self.overhead_cpu_samples: Samples | None = None
         self._children: dict[tuple, object] = {}
 
     def child(self, metric, *labels: str):

@@ -23,13 +23,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections import deque
 
 import numpy as np
 
 from greenroute.serve.app import create_app
 from greenroute.serve.config import parse_config
 from greenroute.serve.fake_upstream import ServerThread
+from greenroute.serve.metrics import Samples
 
 REGIONS = ("DE-LU", "GB", "US-CAL-CISO")
 CI_G_PER_KWH = (100.0, 200.0, 300.0)  # static signals of the benchmark (arbitrary)
@@ -114,8 +114,8 @@ def run(n: int, concurrency: int) -> dict:
         cfg = parse_config(bench_config(urls), source="<bench>")
         app = create_app(cfg)
         gw = app.state.gateway
-        gw.metrics.overhead_samples = deque(maxlen=n)
-        gw.metrics.overhead_cpu_samples = deque(maxlen=n)
+        gw.metrics.overhead_samples = Samples(n)
+        gw.metrics.overhead_cpu_samples = Samples(n)
         gsrv = ServerThread(app).start()
         _client(gsrv.url + "/v1/chat/completions", 200, concurrency, "eu")  # warm-up
         gw.metrics.overhead_samples.clear()
