@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import gc
 import ipaddress
 import logging
 import time
@@ -64,6 +65,12 @@ class Gateway:
         self._tasks: list[asyncio.Task] = []
         for up in self.pool.upstreams:
             self.metrics.healthy.labels(cfg.region_names[up.region], up.name).set(1)
+        # the objects built so far (imports, config, policies: about 200k) leave the cyclic
+        # collector's view: each full collection scanned them all with the event loop stopped,
+        # 0.15-0.3 s measured at 500 req/s (up to 1.3 s on the loaded machine: a latency spike
+        # of every request in flight). Garbage is still freed; only these are not rescanned
+        gc.collect()
+        gc.freeze()
         self.replan(self.coord.initial())  # a plan before the first request
 
     # ------------------------------------------------------------------ lifecycle
