@@ -60,3 +60,16 @@ def test_off_local_share_of_a_plan():
     assert rec.plan(obs).route is route
     assert rec.moved == [pytest.approx(0.625)]
     assert rec.name == "fake"  # everything else is the wrapped policy's
+
+
+def test_where_served_hand_computed():
+    # one epoch, four sites with grid intensity 10..40 g/kWh serving 1..4 requests
+    f = pd.DataFrame({"epoch": 0, "region": list("ABCD"), "requests_dispatched": [1, 2, 3, 4],
+                      "carbon_intensity_g_per_kwh": [10.0, 20.0, 30.0, 40.0],
+                      "utilisation": [0.1, 0.2, 0.3, 0.4]})  # fmt: skip
+    t = W.where_served({"p": f}, {"p": {"moved": [0.25, 0.75]}}).iloc[0]
+    assert t.moved_share_pct == pytest.approx(50.0)
+    assert t.served_2_cleanest_pct == pytest.approx(30.0)  # (1 + 2) / 10
+    assert t.served_2_dirtiest_pct == pytest.approx(70.0)
+    assert t.grid_g_per_kwh_weighted == pytest.approx((10 + 40 + 90 + 160) / 10)
+    assert t.util_D == pytest.approx(0.4)

@@ -240,7 +240,7 @@ def trace_report(out: Path, block_epochs: int = 24) -> dict[str, pd.DataFrame]:
             row["ttft_eq3_vs_local_pct"] = 100 * (_ttft(e, sel) / _ttft(base, sel) - 1)
             row["moved_share_pct"] = 100 * float(moved[: len(sel)][sel].mean())
             rows.append(row)
-    tables = {"blocks": pd.DataFrame(rows)}
+    tables = {"blocks": pd.DataFrame(rows), "where": where_served(frames, traces)}
     game_rows = []
     for k, tr in traces.items():
         log = tr.get("log") or []
@@ -265,6 +265,27 @@ def trace_report(out: Path, block_epochs: int = 24) -> dict[str, pd.DataFrame]:
             game_rows.append(row)
     tables["marlin"] = pd.DataFrame(game_rows)
     return tables
+
+
+def where_served(frames: dict[str, pd.DataFrame], traces: dict) -> pd.DataFrame:
+    """Per policy, over the run: the mean off-local share, the share of requests served in
+    the epoch's two lowest and two highest grid-carbon datacenters, the request-weighted grid
+    carbon intensity and each datacenter's mean utilisation."""
+    rows = []
+    for k, f in frames.items():
+        rank = f.groupby("epoch")["carbon_intensity_g_per_kwh"].rank(method="first")
+        n_r = f.region.nunique()
+        req = f.requests_dispatched
+        tot = float(req.sum())
+        rows.append({
+            "policy": k,
+            "moved_share_pct": 100 * float(np.mean(traces[k]["moved"])),
+            "served_2_cleanest_pct": 100 * float(req[rank <= 2].sum()) / tot,
+            "served_2_dirtiest_pct": 100 * float(req[rank > n_r - 2].sum()) / tot,
+            "grid_g_per_kwh_weighted": float((req * f.carbon_intensity_g_per_kwh).sum()) / tot,
+            **{f"util_{r}": float(u) for r, u in f.groupby("region").utilisation.mean().items()},
+        })  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 def _epoch_totals(f: pd.DataFrame) -> pd.DataFrame:
