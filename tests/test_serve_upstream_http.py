@@ -142,3 +142,41 @@ def test_failures_before_and_after_the_headers_and_timeouts():
 
     out, idle = asyncio.run(main())
     assert out == [b"partial"] and idle == 0
+
+
+def test_a_pooled_connection_closed_under_the_pool_is_not_used():
+    async def echo(reader, writer, n):
+        while True:
+            try:
+                _, body = await _request(reader)
+            except asyncio.IncompleteReadError:
+                return
+            writer.write(OK % (len(body), body))
+
+    class Dead:  # a transport uvloop closed before the pool heard of it: write raises
+        def is_closing(self) -> bool:
+            return False
+
+        def write(self, data: bytes) -> None:
+            raise RuntimeError("unable to perform operation on <TCPTransport closed=True>")
+
+        def close(self) -> None:
+            pass
+
+    async def main():
+        server, url, count = await _serve(echo)
+        pool = ConnectionPool(url, 4, 10.0, 10.0)
+        bodies = []
+        for i in range(3):
+            resp = await pool.post("/x", b"", b"%d" % i)
+            bodies.append(await resp.read())
+            resp.release()
+            if i == 0:  # closing, but connection_lost has not run yet
+                pool.idle[-1].transport.close()
+            if i == 1:
+                pool.idle[-1].transport = Dead()
+        server.close()
+        return bodies, count[0]
+
+    bodies, conns = asyncio.run(main())
+    assert bodies == [b"0", b"1", b"2"] and conns == 3  # each time a fresh connection

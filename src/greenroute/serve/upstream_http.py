@@ -250,7 +250,8 @@ class ConnectionPool:
         now = time.monotonic()
         while self.idle:
             conn = self.idle.pop()
-            if not conn.closed and now - conn.idle_since < IDLE_MAX_S:
+            if (not conn.closed and not conn.transport.is_closing()
+                    and now - conn.idle_since < IDLE_MAX_S):  # fmt: skip
                 return conn
             conn.close()
         return None
@@ -277,10 +278,23 @@ class ConnectionPool:
         if head is None:
             head = self._heads[path] = (f"POST {self.base_path}{path} HTTP/1.1\r\n".encode()
                                         + b"host: " + self.host_header + b"\r\n")  # fmt: skip
-        conn = self._checkout() or await self._connect()
+        data = b"".join((head, headers, b"content-length: %d\r\n\r\n" % len(body), body))
+        conn = self._checkout()
+        if conn is not None:
+            try:
+                conn.transport.write(data)
+            except (RuntimeError, OSError):  # closed under us (uvloop raises): nothing was sent
+                conn.close()
+                conn = None
+        if conn is None:  # a new connection
+            conn = await self._connect()
+            try:
+                conn.transport.write(data)
+            except (RuntimeError, OSError) as err:
+                conn.close()
+                raise UpstreamConnectError(f"connection closed before the request: {err!r}") \
+                    from None  # fmt: skip
         resp = conn.resp = UpstreamResponse(conn)
-        conn.transport.write(b"".join((head, headers, b"content-length: %d\r\n\r\n" % len(body),
-                                       body)))  # fmt: skip
         try:
             while not resp.headers_done:
                 if resp.error is not None:
