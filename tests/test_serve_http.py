@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -182,11 +183,15 @@ def test_killed_upstream_is_retried_elsewhere_and_nothing_is_lost(servers, tmp_p
     msg = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
     n = 80
 
+    killed = threading.Event()
     with httpx.Client(timeout=10) as client, ThreadPoolExecutor(8) as ex:
 
         def one(i: int):
             if i == n // 4:
                 fakes["DE-LU"][1].stop(force=True)  # killed while requests are in flight
+                killed.set()
+            elif i > n // 4:  # the later ones once it is gone (uvicorn takes a while to stop,
+                killed.wait(20)  # and the gateway can serve them all meanwhile)
             r = client.post(url, json=msg)
             return r.status_code, r.headers.get("x-greenroute-region")
 
