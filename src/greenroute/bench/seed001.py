@@ -15,7 +15,7 @@ Run::
 
 Writes PNGs (matplotlib) and CSVs into ``--out`` with ``manifest.json`` (command, versions,
 input-file checksums, every cell's scenario / policy / options / weights / seed / wall time)
-and prints the paper's headline numbers beside ours. ``--quick`` (2 seeds, 1 h, Fig. 5 at
+and prints the paper's headline numbers beside ours. ``--quick`` (2 seeds, 2 h, Fig. 5 at
 4 datacenters only, MARLIN with fewer updates) is the configuration the test suite runs.
 """
 
@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", required=True, type=Path, help="folder for PNGs, CSVs, manifest")
     ap.add_argument("--seeds", type=int, default=None, help="seeds per cell (default 5)")
     ap.add_argument("--hours", type=float, default=None, help="simulated hours (default 24)")
-    ap.add_argument("--quick", action="store_true", help="2 seeds, 1 h, Fig. 5 at 4 DCs only")
+    ap.add_argument("--quick", action="store_true", help="2 seeds, 2 h, Fig. 5 at 4 DCs only")
     ap.add_argument("--policies", default="", help="run only these policies (comma list)")
     ap.add_argument("--figures", default="3,4,5,6", help="which figures (comma list)")
     ap.add_argument("--sizes", default=None, help="datacenter counts of Fig. 5 (4..12)")
