@@ -4,7 +4,10 @@ Fits the execution-time predictors (DiPTree p90 and a per-checkpoint mean) and t
 MACCS variants on the scenario's training period, then runs every policy on the evaluation
 period and prints cost, carbon, energy, makespan, latency, cache hit rates and bytes moved,
 with MACCS's change against each cache-oblivious baseline beside the abstract's claim.
-Writes ``results.json`` and ``results.csv`` to ``--out``.
+Writes ``results.json`` and ``results.csv`` to ``--out``. With ``--train-seeds N`` each MACCS
+variant is trained with N PPO seeds; the command then prints the mean and 95 % interval over the
+seeds and the paired (same-seed) differences of MACCS against each ablation and baseline
+(:mod:`greenroute.bench.gcos_seeds`), and, with ``--out``, reuses saved models and runs.
 """
 
 from __future__ import annotations
