@@ -38,7 +38,17 @@ def store_dir(tmp_path_factory):
     failed_id = "failed-cell"
     identity = {"scenario": "demo", "policy": "lp-mpc", "label": "lp-mpc", "seed": 0}
     st.write(failure_record(identity, failed_id, "sweep", ValueError("boom"), "grid"))
-    st.save_sweep("grid", [*keys, failed_id], {"cells": len(keys) + 1})
+    # a training cell's row (bench/sweep_train.py): no run metrics, left out of the report
+    train = failure_record(
+        {"scenario": "lb-highload", "policy": "train:lb-ppo", "label": "ppo", "seed": 0},
+        "train-cell",
+        "sweep",
+        ValueError("unused"),
+        "grid",
+    )
+    train.update(status="ok", error=None, traceback=None, train_steps=256.0)  # fmt: skip
+    st.write(train)
+    st.save_sweep("grid", [*keys, failed_id, "train-cell"], {"cells": len(keys) + 2})
     st.append(results[("oracle", 0)], source="run")  # a loose run, not in the sweep
     return root, results
 
@@ -54,6 +64,8 @@ def test_a_sweep_groups_its_labels_over_seeds(store_dir):
     assert t.loc["carbon-greedy", "n"] == 3
     assert t.loc["carbon-greedy", "mean"] == pytest.approx(expected, rel=1e-12)
     assert any("1 failed cell(s) left out: lp-mpc seed 0: ValueError: boom" in n for n in inp.notes)
+    assert "1 training cell(s) left out" in " ".join(inp.notes)
+    assert "ppo" not in inp.labels
     # the time series of each label's lowest seed are read back from the store
     shown = inp.series_run("carbon-greedy")
     assert shown.seed == 0
@@ -70,6 +82,8 @@ def test_where_and_sweep_choose_runs(store_dir):
         load(root, sweep="nope")
     with pytest.raises(ConfigError, match="no successful run"):
         load(root, where="seed > 99")
+    with pytest.raises(ConfigError, match=r"0 failed, 1 training cell\(s\) \(not runs\)"):
+        load(root, where="policy = 'train:lb-ppo'")
 
 
 def test_store_report_html_and_cli(store_dir, tmp_path):

@@ -18,6 +18,9 @@ from greenroute.core.errors import DataFormatError
 MAX_FAILURES_LISTED = 5  # failed cells named in the report's notes (then a count)
 
 
+TRAINING_POLICY_PREFIX = "train:"  # the policy column of a training cell's row
+
+
 def is_store_dir(d: Path) -> bool:
     """A result store: a ``runs/`` folder of parquet rows."""
     return (d / "runs").is_dir()
@@ -61,13 +64,19 @@ def load_store(root: Path, *, sweep: str | None = None, where: str | None = None
     if sweep is None and len(sweeps) == 1:
         sweep = sweeps[0]
     rows = store.runs(where, sweep=sweep, include_failed=True)
+    # training cells (policy "train:<agent>", bench/sweep_train.py) have no run metrics to
+    # draw: their models are reported through the rl:train/<id> cells that evaluate them
+    training = rows["policy"].astype(str).str.startswith(TRAINING_POLICY_PREFIX)
+    n_training = int(training.sum())
+    rows = rows[~training]
     failed = rows[rows["status"] != "ok"]
     rows = rows[rows["status"] == "ok"]
     what = f"sweep {sweep!r} of store {root}" if sweep else f"store {root}"
     if rows.empty:
+        trained = f", {n_training} training cell(s) (not runs)" if n_training else ""
         raise ConfigError(
             f"{what} has no successful run{' matching ' + repr(where) if where else ''}"
-            f" ({len(failed)} failed); sweeps in it: {', '.join(sweeps) or '(none)'}"
+            f" ({len(failed)} failed{trained}); sweeps in it: {', '.join(sweeps) or '(none)'}"
         )
     skip = set(IDENTITY_COLUMNS) | set(TEXT_COLUMNS)
     runs = [_record(row, root, skip) for _, row in rows.iterrows()]
@@ -82,6 +91,9 @@ def load_store(root: Path, *, sweep: str | None = None, where: str | None = None
             r.epochs = ep[keep].reset_index(drop=True) if len(ep) else None
     if sweep is None and len(sweeps) > 1:
         inp.notes.append(f"every run of the store ({len(sweeps)} sweeps: {', '.join(sweeps)})")
+    if n_training:
+        inp.notes.append(f"{n_training} training cell(s) left out (their models are reported "
+                         "by the rl:train/<id> runs that evaluate them)")  # fmt: skip
     if len(failed):
         named = [f"{r['label']} seed {r['seed']}: {r['error']}" for _, r in failed.iterrows()]
         more = len(named) - MAX_FAILURES_LISTED
