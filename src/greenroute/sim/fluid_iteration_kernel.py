@@ -35,9 +35,11 @@ def _at(row, n):
 
 
 @njit(cache=True)
-def _excess(n, g, lam, lam_tot, types, tau, adv, decode, e_out, st):
-    """Busy time per second the load needs at ``n`` running decodes minus the busy share
-    (prefill iterations stretched by ``st``: a power cap, ``iteration_mode.throttled``)."""
+def _load_sums(n, g, lam, lam_tot, types, tau, adv, decode, e_out, st):
+    """Group ``g``'s load at ``n`` running decodes: ``(sum lam tau(n) st`` (the busy share of
+    its prefill iterations, stretched by ``st``: a power cap, ``iteration_mode.throttled``),
+    ``sum lam E[O - 1 - a(n)]`` (decode steps per second), ``d(n)`` (the arrival-weighted
+    decode step))."""
     n_c, n_m = lam.shape[1], lam.shape[2]
     d = 0.0
     need = 0.0
@@ -51,6 +53,13 @@ def _excess(n, g, lam, lam_tot, types, tau, adv, decode, e_out, st):
             need += lv * _at(tau[t, c], n) * st
             dec += lv * max(max(e_out[c] - 1.0, 0.0) - _at(adv[t, c], n), 0.0)
         d += (wm / lam_tot if lam_tot > 0 else 0.0) * _at(decode[t], n)
+    return need, dec, d
+
+
+@njit(cache=True)
+def _excess(n, g, lam, lam_tot, types, tau, adv, decode, e_out, st):
+    """Busy time per second the load needs at ``n`` running decodes minus the busy share."""
+    need, dec, d = _load_sums(n, g, lam, lam_tot, types, tau, adv, decode, e_out, st)
     return need + dec * d / max(n, 1e-9) - (1.0 - math.exp(-n))
 
 
@@ -81,19 +90,7 @@ def _completion_rate(k, full, g, lam, lam_tot, types, tau, adv, decode, e_out, s
     ``k`` requests: ``(1 - sum lam tau) k / (d(k) E[O - 1 - a])``. With the cap reached
     (``full``), a prompt is admitted only when a request completes, so every completion pays one
     prefill iteration: ``1 / (E[tau] + E[O - 1 - a] d(s) / s)``, the saturated rate ``1 / w``."""
-    n_c, n_m = lam.shape[1], lam.shape[2]
-    d = 0.0
-    t_sum = 0.0
-    dec_sum = 0.0
-    for m in range(n_m):
-        t = types[g, m]
-        wm = 0.0
-        for c in range(n_c):
-            lv = lam[g, c, m]
-            wm += lv
-            t_sum += lv * _at(tau[t, c], k) * st
-            dec_sum += lv * max(max(e_out[c] - 1.0, 0.0) - _at(adv[t, c], k), 0.0)
-        d += wm / lam_tot * _at(decode[t], k)
+    t_sum, dec_sum, d = _load_sums(k, g, lam, lam_tot, types, tau, adv, decode, e_out, st)
     if full:
         return lam_tot / max(t_sum + dec_sum * d / s, 1e-300)
     return max(1.0 - t_sum, 1e-9) * k / max(d, 1e-300) * lam_tot / max(dec_sum, 1e-300)
