@@ -64,7 +64,7 @@ def sim_service_split(n: int, seed: int) -> tuple[np.ndarray, ...]:
     from greenroute.data.lengths import get_length_model
     from greenroute.scenarios.marlin import marlin8
     from greenroute.sim.prepare import prepare
-    from greenroute.sim.service import _interp_extrap  # the engine's own prefill interpolation
+    from greenroute.sim.service import interp_extrap  # the engine's own prefill interpolation
 
     prep = prepare(marlin8().with_options(fidelity="fluid", days=0.01), 0)
     b = prep.built
@@ -87,7 +87,7 @@ def sim_service_split(n: int, seed: int) -> tuple[np.ndarray, ...]:
     y = np.empty(n)
     for tt in np.unique(t):
         m = t == tt
-        pf = _interp_extrap(prompt[m], b.prefill_tok[tt], b.prefill_s[tt])
+        pf = interp_extrap(prompt[m], b.prefill_tok[tt], b.prefill_s[tt])
         y[m] = pf + out[m] * b.decode_s[tt][batch[m]]
     hw = np.array([codes[hw_key[k]] for k in pick], dtype=float)
     x = np.column_stack([cls, prompt, batch, hw]).astype(float)

@@ -386,14 +386,14 @@ class FluidBackend:
         }
 
     def _prefill_sample(self, types: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        from greenroute.sim.service import _interp_extrap
+        from greenroute.sim.service import interp_extrap
 
         prompts = self.sim.prep.prompt_sample
         out = np.empty(types.size)
         for t in np.unique(types):
             sel = types == t
             p = prompts[rng.integers(0, prompts.size, int(sel.sum()))]
-            out[sel] = _interp_extrap(p.astype(float), self.b.prefill_tok[t], self.b.prefill_s[t])
+            out[sel] = interp_extrap(p.astype(float), self.b.prefill_tok[t], self.b.prefill_s[t])
         return out
 
 

@@ -58,7 +58,7 @@ import numpy as np
 
 from greenroute.sim.iteration.cost import MIXED_FACTOR_SPLITWISE
 from greenroute.sim.iteration.state import MAX_BATCHED_TOKENS_DEFAULT
-from greenroute.sim.service import _interp_extrap
+from greenroute.sim.service import interp_extrap
 
 N_PROFILE_SAMPLES = 1 << 14  # prompt lengths per class for the profile tables (mean error ~1 %)
 FIXED_POINT_ITERS = 30
@@ -93,8 +93,8 @@ class IterationProfile:
                 if not built.type_ok[t]:
                     continue
                 x, y = built.prefill_tok[t], built.prefill_s[t]
-                mixed = MIXED_FACTOR_SPLITWISE * _interp_extrap((p[:, None] + a).ravel(), x, y)
-                alone = _interp_extrap(p, x, y)
+                mixed = MIXED_FACTOR_SPLITWISE * interp_extrap((p[:, None] + a).ravel(), x, y)
+                alone = interp_extrap(p, x, y)
                 tau = np.where(a > 0, mixed.reshape(a.shape), alone[:, None])
                 self.tau[t, c] = tau.mean(axis=0)
                 self.tau2[t, c] = (tau * tau).mean(axis=0)
@@ -102,8 +102,8 @@ class IterationProfile:
                 if p_int.size:  # an interactive prompt queued behind a class-c one
                     k = min(p.size, p_int.size)
                     pc, pi = p[:k], p_int[np.arange(k) % p_int.size]
-                    own = _interp_extrap(pi, x, y)
-                    both = _interp_extrap(pc + pi, x, y)
+                    own = interp_extrap(pi, x, y)
+                    both = interp_extrap(pc + pi, x, y)
                     self.ahead[t, c] = np.where(pc + pi > budget, alone[:k], both - own).mean()
         self.decode = built.decode_s  # [T, B+1]
 

@@ -71,7 +71,7 @@ class ServiceModel:
             for t in range(n_t):
                 if not built.type_ok[t]:
                     continue
-                pf = _interp_extrap(p, built.prefill_tok[t], built.prefill_s[t])
+                pf = interp_extrap(p, built.prefill_tok[t], built.prefill_s[t])
                 e_pf[t, c, :] = pf.mean()
                 e_pf2[t, c, :] = (pf * pf).mean()
                 e_pfout[t, c, :] = (pf * o).mean()
@@ -211,7 +211,7 @@ def _iteration_stats(svc: ServiceModel, nominal_batch_frac: float) -> dict[str, 
     return out
 
 
-def _interp_extrap(x: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+def interp_extrap(x: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     """np.interp with linear extrapolation on both ends (as the kernel does)."""
     y = np.interp(x, xs, ys)
     lo = x < xs[0]
