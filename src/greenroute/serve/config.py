@@ -136,6 +136,8 @@ class GatewayConfig:
     default_deadline_s: float = 3600.0  # deferrable requests without a deadline header
     max_deadline_s: float = 86400.0  # longest deadline a client may ask for
     shared: SharedConfig | None = None  # state shared by replicas (Redis); None: in process
+    # LiteLLM's ``fallbacks``: models tried in order when a model has no upstream left
+    model_fallbacks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def region_names(self) -> tuple[str, ...]:
@@ -170,7 +172,7 @@ class GatewayConfig:
 TOP_KEYS = ("listen", "epoch_s", "horizon_epochs", "ttft_slo_s", "policy", "weights",
             "facility", "regions", "origins", "default_origin", "constraints", "signals",
             "upstream", "auth", "limits", "decision_log", "seed", "deferrable",
-            "shared")  # fmt: skip
+            "shared", "model_fallbacks")  # fmt: skip
 
 
 def load_config(path: str | Path, data_dir: Path | None = None) -> GatewayConfig:
@@ -192,6 +194,7 @@ def load_config(path: str | Path, data_dir: Path | None = None) -> GatewayConfig
 
 def parse_config(raw: Any, source: str = "<config>", base_dir: Path | None = None,
                  data_dir: Path | None = None) -> GatewayConfig:  # fmt: skip
+    from greenroute.serve.config_parity import model_fallbacks_section
     from greenroute.serve.config_sections import (
         Checker,
         auth,
@@ -246,6 +249,8 @@ def parse_config(raw: Any, source: str = "<config>", base_dir: Path | None = Non
     dlog = ck.mapping(top.get("decision_log"), "decision_log", ("path",))
     dlog_path = ck.string(dlog, "path", "decision_log") if "path" in dlog else None
     shared = shared_section(ck, top.get("shared"))
+    served = tuple(dict.fromkeys(m for r in regions for u in r.upstreams for m in u.models))
+    fallbacks = model_fallbacks_section(ck, top.get("model_fallbacks"), served)
     cfg = None
     if not ck.problems:
         cfg = GatewayConfig(
@@ -256,7 +261,7 @@ def parse_config(raw: Any, source: str = "<config>", base_dir: Path | None = Non
             auth_required=required, max_body_bytes=int(max_body),
             decision_log=(base / dlog_path) if dlog_path else None,
             horizon_epochs=int(horizon), seed=int(seed), default_deadline_s=def_dl,
-            max_deadline_s=max_dl, shared=shared,
+            max_deadline_s=max_dl, shared=shared, model_fallbacks=fallbacks,
         )  # fmt: skip
         check_feasible(ck, cfg)
     if ck.problems:

@@ -6,7 +6,13 @@ to another upstream the router picks within the request's rules (another region 
 own has no other). Once the first byte has gone to the client nothing is retried: a failure
 mid-stream ends the stream with an SSE error event, so a completion is never duplicated.
 The body goes upstream unchanged and comes back unchanged; the gateway adds the headers
-``x-greenroute-region`` and ``x-greenroute-decision-id``.
+``x-greenroute-region``, ``x-greenroute-model`` and ``x-greenroute-decision-id``.
+
+Model fallbacks (``model_fallbacks`` in the config, LiteLLM's ``fallbacks``): when no upstream
+the request's rules allow serves its model (403 model-placement), none can take it (503, after
+the queue timeout when all are full) or every attempt fails before the first byte (502), the
+next model of its list is tried, with the body's ``model`` rewritten, under the same rules and
+with its own ``max_attempts``.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ REGION_HEADER = "x-greenroute-region"
 USER_AGENT = "greenroute-gateway"
 DECISION_HEADER = "x-greenroute-decision-id"
 DEADLINE_HEADER = "x-greenroute-deadline-s"
+MODEL_HEADER = "x-greenroute-model"
 HOP_BY_HOP = frozenset(("connection", "keep-alive", "transfer-encoding", "content-length",
                         "te", "trailer", "upgrade", "proxy-authenticate",
                         "proxy-authorization", "date", "server"))  # fmt: skip
@@ -55,7 +62,7 @@ class _Ctx:
     t_recv: float
     origin: int
     cls: int
-    model: str
+    model: str  # the model being tried (a fallback's once the request falls back)
     stream: bool
     client: str | None
     tokens: tuple[int, int]
@@ -65,6 +72,7 @@ class _Ctx:
     deadline_s: float | None = None  # deferrable: unix time it must be sent by
     arrival_s: float = 0.0  # unix time the request arrived (wall_s moves on when it is held)
     cpu0: float | None = None  # thread CPU clock at arrival (None: not measured)
+    requested_model: str = ""  # the body's model (ctx.model differs after a model fallback)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -112,11 +120,15 @@ async def complete(gw: Gateway, endpoint: str, body: bytes, payload: dict[str, A
                estimate_tokens(payload, len(body)))  # fmt: skip
     ctx.cpu0 = cpu0
     ctx.arrival_s = wall
+    ctx.requested_model = ctx.model
     gw.planner.count_arrival(cls, origin)
     if cls == CLASSES.index("deferrable"):
         await _maybe_hold(ctx, deadline)
     try:
-        return await _forward(ctx, body)
+        fallbacks = gw.cfg.model_fallbacks.get(ctx.model)
+        if fallbacks is None:
+            return await _forward(ctx, body)
+        return await _forward_with_fallbacks(ctx, body, payload, fallbacks)
     except GatewayHTTPError as err:
         check = None
         if err.status == 403:
@@ -164,6 +176,31 @@ async def _maybe_hold(ctx: _Ctx, deadline_header: str | None) -> None:
     gw.metrics.deferred_hold.observe(held)
 
 
+def _model_failed(err: GatewayHTTPError) -> bool:
+    """Whether ``err`` means the model has nowhere to go (so a fallback model may)."""
+    return err.status in (502, 503) or (err.status == 403 and err.rule == "model-placement")
+
+
+async def _forward_with_fallbacks(ctx: _Ctx, body: bytes, payload: dict[str, Any],
+                                  fallbacks: tuple[str, ...]) -> Answer:  # fmt: skip
+    last: GatewayHTTPError | None = None
+    for i, model in enumerate((ctx.model, *fallbacks)):
+        if i:
+            ctx.model = model
+            body = json.dumps({**payload, "model": model}).encode()
+            ctx.gw.metrics.fallbacks.labels("model-fallback").inc()
+            ctx.attempts.append({"region": None, "upstream": None,
+                                 "outcome": f"model-fallback:{model}"})  # fmt: skip
+        try:
+            return await _forward(ctx, body)
+        except GatewayHTTPError as err:
+            if not _model_failed(err):
+                raise
+            last = err
+    assert last is not None
+    raise last
+
+
 async def _forward(ctx: _Ctx, body: bytes) -> Answer:
     gw = ctx.gw
     pol = gw.cfg.upstream
@@ -176,7 +213,7 @@ async def _forward(ctx: _Ctx, body: bytes) -> Answer:
             if attempt > 0 and err.status == 503:  # nowhere left to retry
                 break
             raise
-        if attempt == 0:
+        if attempt == 0 and ctx.model == ctx.requested_model:
             cpu = None
             if ctx.cpu0 is not None and not ctx.queued_s:  # no await since the body was read
                 cpu = time.thread_time() - ctx.cpu0
@@ -238,6 +275,7 @@ def _request_headers(ctx: _Ctx, up) -> bytes:
 _STATIC_HEADERS: dict[int, bytes] = {}
 DECISION_HEADER_B = DECISION_HEADER.encode()
 REGION_HEADER_B = REGION_HEADER.encode()
+MODEL_HEADER_B = MODEL_HEADER.encode()
 HOP_BY_HOP_B = frozenset(h.encode() for h in HOP_BY_HOP)
 
 
@@ -259,6 +297,7 @@ class Answer:
 def _out_headers(ctx: _Ctx, choice: Choice, resp: UpstreamResponse) -> list[tuple[bytes, bytes]]:
     out = [(k, v) for k, v in resp.headers if k not in HOP_BY_HOP_B]
     out.append((REGION_HEADER_B, ctx.gw.region_names_b[choice.region]))
+    out.append((MODEL_HEADER_B, ctx.model.encode()))
     out.append((DECISION_HEADER_B, ctx.decision_id.encode()))
     return out
 
@@ -389,6 +428,8 @@ def _log(ctx: _Ctx, choice: Choice | None, check: RuleCheck | None, status: int,
         "duration_s": round(duration_s, 6), "held_s": round(ctx.held_s, 6),
         "deadline_s": ctx.deadline_s, "error": error,
     }  # fmt: skip
+    if ctx.requested_model != ctx.model:
+        rec["requested_model"] = ctx.requested_model
     if state is not None:
         row = state.plan.route[ctx.cls, ctx.origin]
         rec["plan"] = {"epoch": state.epoch, "policy": gw.cfg.geo_policy,

@@ -43,14 +43,28 @@ def parse_key_hash(text: str) -> tuple[bytes, str]:
 
 
 @dataclass(frozen=True)
+class KeyBudget:
+    """A key's allowance per fixed window of ``period_s`` seconds (windows start at multiples
+    of ``period_s`` since the Unix epoch): tokens (prompt + completion, as the upstream
+    reports them) and/or requests; None: no limit of that kind."""
+
+    period_s: float
+    max_tokens: int | None = None
+    max_requests: int | None = None
+
+
+@dataclass(frozen=True)
 class ClientKey:
-    """One configured client: its name (logged), at-rest hash, origin and rate limit."""
+    """One configured client: its name (logged), at-rest hash, origin, rate limit, queue
+    priority (higher first when waiting for a slot) and budget."""
 
     name: str
     key_hash: str
     origin: str | None = None
     rate_rps: float | None = None  # sustained requests/s (None: no limit)
     burst: float | None = None  # bucket size (default: max(1, rate_rps))
+    priority: int = 0  # also the highest x-greenroute-priority this key may ask for
+    budget: KeyBudget | None = None
 
     def matches(self, raw: str) -> bool:
         salt, digest = parse_key_hash(self.key_hash)
