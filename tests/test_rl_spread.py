@@ -168,3 +168,11 @@ def test_sweep_spec_takes_saved_rl_models():
     with pytest.raises(ConfigError, match="takes no options"):
         parse_spec({"scenarios": ["geo3"],
                     "policies": [{"name": "rl:m.zip", "options": {"k": 1}}]})  # fmt: skip
+
+
+def test_cli_user_error_is_one_line_without_traceback(tmp_path, capsys) -> None:
+    from greenroute.bench.rl_spread import cli
+
+    assert cli(["--seeds", "2", "--algos", "nope", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: unknown --algos ['nope']; valid choices: ppo, a2c, dqn\n"

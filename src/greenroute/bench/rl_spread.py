@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import sys
 import time
 from pathlib import Path
 
@@ -344,5 +345,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def cli(argv: list[str] | None = None) -> int:
+    """``python -m greenroute.bench.rl_spread``: a user error (bad option, failed cells) is one
+    line on stderr and its exit code, no traceback."""
+    from greenroute.core.errors import GreenrouteError
+
+    try:
+        return main(argv)
+    except GreenrouteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(cli())
