@@ -17,13 +17,14 @@ from fastapi import FastAPI
 from starlette.responses import StreamingResponse
 
 from greenroute.serve.errors import GatewayHTTPError, too_large
-from greenroute.serve.gateway import CLASS_HEADER, ORIGIN_HEADER, Gateway
+from greenroute.serve.gateway import CLASS_HEADER, ORIGIN_HEADER, PRIORITY_HEADER, Gateway
 from greenroute.serve.proxy import DEADLINE_HEADER, Answer, complete, parse_payload
 
 LOG = logging.getLogger("greenroute.serve")
 COMPLETION_PATHS = ("/v1/chat/completions", "/v1/completions")
 _WANTED = frozenset((b"authorization", b"content-length", ORIGIN_HEADER.encode(),
-                     CLASS_HEADER.encode(), DEADLINE_HEADER.encode()))  # fmt: skip
+                     CLASS_HEADER.encode(), DEADLINE_HEADER.encode(),
+                     PRIORITY_HEADER.encode()))  # fmt: skip
 _JSON = (b"content-type", b"application/json")
 
 
@@ -109,5 +110,7 @@ async def _handle(gw: Gateway, scope, receive, endpoint: str) -> Answer:
     client = scope.get("client")
     origin = gw.resolve_origin(key, hdr.get(ORIGIN_HEADER), client[0] if client else None)
     cls = gw.request_class(hdr.get(CLASS_HEADER))
+    prio_hdr = hdr.get(PRIORITY_HEADER)
+    prio = 0 if key is None and prio_hdr is None else gw.request_priority(key, prio_hdr)
     return await complete(gw, endpoint, body, payload, key.name if key else None, origin, cls,
-                          hdr.get(DEADLINE_HEADER), t_recv, wall, cpu0)  # fmt: skip
+                          hdr.get(DEADLINE_HEADER), t_recv, wall, cpu0, prio)  # fmt: skip

@@ -31,6 +31,7 @@ from greenroute.serve.config import (
     UpstreamConfig,
     UpstreamPolicyConfig,
 )
+from greenroute.serve.config_parity import key_budget, key_priority
 from greenroute.serve.grid_apis import LIVE_KEYS, live_options
 from greenroute.serve.security import ClientKey, parse_key_hash
 
@@ -414,12 +415,15 @@ def auth(ck: Checker, raw: Any, origins: tuple[str, ...]) -> tuple[tuple[ClientK
     d = ck.mapping(raw, "auth", ("keys", "required"))
     klist = d.get("keys") or []
     if not isinstance(klist, list):
-        ck.bad("auth.keys", "must be a list of {name, hash, origin, rate_rps, burst}")
+        ck.bad(
+            "auth.keys", "must be a list of {name, hash, origin, rate_rps, burst, priority, budget}"
+        )
         klist = []
     keys, names = [], set()
     for i, k in enumerate(klist):
         where = f"auth.keys[{i}]"
-        kd = ck.mapping(k, where, ("name", "hash", "origin", "rate_rps", "burst"))
+        kd = ck.mapping(k, where, ("name", "hash", "origin", "rate_rps", "burst", "priority",
+                                   "budget"))  # fmt: skip
         name = ck.string(kd, "name", where)
         h = ck.string(kd, "hash", where)
         if h is not None:
@@ -434,7 +438,8 @@ def auth(ck: Checker, raw: Any, origins: tuple[str, ...]) -> tuple[tuple[ClientK
             ck.bad(f"{where}.name", f"duplicate key name {name!r}")
         names.add(name)
         if name and h:
-            keys.append(ClientKey(name, h, origin, rate, burst))
+            keys.append(ClientKey(name, h, origin, rate, burst, key_priority(ck, kd, where),
+                                  key_budget(ck, kd.get("budget"), where)))  # fmt: skip
     req = d.get("required", bool(klist))
     if not isinstance(req, bool):
         ck.bad("auth.required", f"must be true or false, got {req!r}")

@@ -4,10 +4,11 @@ client keys and rate limits, and the background tasks (epoch planning, health ch
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import gc
+import heapq
 import ipaddress
+import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from greenroute.serve.upstreams import UpstreamPool
 LOG = logging.getLogger("greenroute.serve")
 ORIGIN_HEADER = "x-greenroute-origin"
 CLASS_HEADER = "x-greenroute-class"
+PRIORITY_HEADER = "x-greenroute-priority"
 KEEPALIVE_PER_UPSTREAM = 128  # idle connections kept per upstream (engineering choice)
 
 
@@ -41,7 +43,9 @@ class Gateway:
         self.pool.on_release = self._on_release
         self.pool.on_refused = self._on_refused_ejection
         self._signal_warned: set[tuple[str, str, str]] = set()
-        self._waiters: collections.deque[asyncio.Future] = collections.deque()
+        # requests waiting for a slot: a heap of (-priority, arrival number, future)
+        self._waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._waiter_seq = itertools.count()
         t0 = clock()
         self.hub = SignalHub([build_provider(p, t0) for p in cfg.providers], cfg.providers,
                              on_event=self._on_signal_event)  # fmt: skip
@@ -172,16 +176,18 @@ class Gateway:
         self.metrics.fallbacks.labels(f"shared-{kind}-failed").inc()
 
     def _on_release(self) -> None:
-        while self._waiters:  # wake the oldest request waiting for a slot
-            fut = self._waiters.popleft()
-            if not fut.done():
+        while self._waiters:  # wake the highest-priority, then oldest, waiting request
+            fut = heapq.heappop(self._waiters)[2]
+            if not fut.done():  # skip those that timed out or left
                 fut.set_result(None)
                 return
 
-    async def wait_for_slot(self, timeout_s: float) -> bool:
-        """Wait (first come, first served) until a slot is freed; False on timeout."""
+    async def wait_for_slot(self, timeout_s: float, priority: int = 0) -> bool:
+        """Wait until a slot is freed for this request: higher ``priority`` first, first come
+        first served within a priority; False after ``timeout_s`` (the only bound on how long
+        a low priority waits: no ageing)."""
         fut = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
+        heapq.heappush(self._waiters, (-priority, next(self._waiter_seq), fut))
         try:
             await asyncio.wait_for(fut, timeout_s)
             return True
@@ -225,6 +231,20 @@ class Gateway:
         wait = self.shared.take_token(key)
         if wait > 0:
             raise rate_limited(wait)
+
+    @staticmethod
+    def request_priority(key: ClientKey | None, header: str | None) -> int:
+        """The queue priority: the key's ``priority`` (0 without a key), or the
+        ``x-greenroute-priority`` header capped at it (a client may only lower itself)."""
+        cap = key.priority if key is not None else 0
+        if header is None:
+            return cap
+        try:
+            asked = int(header.strip())
+        except ValueError:
+            raise bad_request(f"{PRIORITY_HEADER} must be an integer, got {header!r}",
+                              "invalid_priority") from None  # fmt: skip
+        return min(asked, cap)
 
     def resolve_origin(self, key: ClientKey | None, header: str | None,
                        client_ip: str | None) -> int:  # fmt: skip

@@ -73,6 +73,7 @@ class _Ctx:
     arrival_s: float = 0.0  # unix time the request arrived (wall_s moves on when it is held)
     cpu0: float | None = None  # thread CPU clock at arrival (None: not measured)
     requested_model: str = ""  # the body's model (ctx.model differs after a model fallback)
+    priority: int = 0  # place in the queue for a slot (higher first)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -113,7 +114,7 @@ def estimate_tokens(payload: dict[str, Any], body_len: int) -> tuple[int, int]:
 async def complete(gw: Gateway, endpoint: str, body: bytes, payload: dict[str, Any],
                    client: str | None, origin: int, cls: int, deadline: str | None,
                    t_recv: float, wall: float, cpu0: float | None = None,
-                   ) -> Answer:  # fmt: skip
+                   priority: int = 0) -> Answer:  # fmt: skip
     """Hold (deferrable), route, forward and log one parsed request."""
     ctx = _Ctx(gw, endpoint, uuid.uuid4().hex, wall, t_recv, origin, cls, payload["model"],
                payload.get("stream") is True, client,
@@ -121,6 +122,7 @@ async def complete(gw: Gateway, endpoint: str, body: bytes, payload: dict[str, A
     ctx.cpu0 = cpu0
     ctx.arrival_s = wall
     ctx.requested_model = ctx.model
+    ctx.priority = priority
     gw.planner.count_arrival(cls, origin)
     if cls == CLASSES.index("deferrable"):
         await _maybe_hold(ctx, deadline)
@@ -241,7 +243,7 @@ async def _forward(ctx: _Ctx, body: bytes) -> Answer:
 
 async def _choose(ctx: _Ctx, tried: list[int]):
     """The router's choice; when every allowed upstream is at capacity, wait for a freed
-    slot (in arrival order) up to ``queue_timeout_s``, then answer 503."""
+    slot (higher priority first, then arrival order) up to ``queue_timeout_s``, then 503."""
     gw = ctx.gw
     deadline = time.monotonic() + gw.cfg.upstream.queue_timeout_s
     while True:
@@ -254,7 +256,7 @@ async def _choose(ctx: _Ctx, tried: list[int]):
                 raise
             gw.metrics.fallbacks.labels("queued-for-capacity").inc()
             t = time.perf_counter()
-            freed = await gw.wait_for_slot(left)
+            freed = await gw.wait_for_slot(left, ctx.priority)
             ctx.queued_s += time.perf_counter() - t
             if not freed:
                 raise
