@@ -112,5 +112,10 @@ async def _handle(gw: Gateway, scope, receive, endpoint: str) -> Answer:
     cls = gw.request_class(hdr.get(CLASS_HEADER))
     prio_hdr = hdr.get(PRIORITY_HEADER)
     prio = 0 if key is None and prio_hdr is None else gw.request_priority(key, prio_hdr)
+    budget_key = None
+    if key is not None and key.budget is not None:  # counted once the request is valid
+        gw.budgets.admit(key, wall)
+        budget_key = key
     return await complete(gw, endpoint, body, payload, key.name if key else None, origin, cls,
-                          hdr.get(DEADLINE_HEADER), t_recv, wall, cpu0, prio)  # fmt: skip
+                          hdr.get(DEADLINE_HEADER), t_recv, wall, cpu0, prio,
+                          budget_key)  # fmt: skip

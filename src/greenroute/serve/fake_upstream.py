@@ -73,7 +73,8 @@ class FakeUpstream:
         if self.mode == "empty":
             return Response(b"", status_code=200, media_type="text/event-stream")
         if payload.get("stream"):
-            return StreamingResponse(self._events(kind, payload["model"]),
+            usage = (payload.get("stream_options") or {}).get("include_usage") is True
+            return StreamingResponse(self._events(kind, payload["model"], usage),
                                      media_type="text/event-stream")  # fmt: skip
         if kind == "chat":
             out = {
@@ -110,7 +111,7 @@ class FakeUpstream:
             }
         return JSONResponse(out, headers={"x-fake-upstream": self.name})
 
-    async def _events(self, kind: str, model: str):
+    async def _events(self, kind: str, model: str, usage: bool = False):
         for i in range(self.chunks):
             if self.mode == "die-mid-stream" and i == 2:
                 raise RuntimeError("upstream died mid-stream")  # uvicorn drops the connection
@@ -138,6 +139,10 @@ class FakeUpstream:
                 }
             yield f"data: {json.dumps(ev)}\n\n".encode()
             await asyncio.sleep(self.chunk_delay_s)
+        if usage:  # OpenAI's stream_options.include_usage: a last chunk with no choices
+            ev = {"id": "cmpl-1", "object": "chat.completion.chunk", "created": 1,
+                  "model": model, "choices": [], "usage": _USAGE}  # fmt: skip
+            yield f"data: {json.dumps(ev)}\n\n".encode()
         yield b"data: [DONE]\n\n"
 
 

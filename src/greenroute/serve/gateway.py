@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from greenroute.serve.budgets import BudgetTracker
 from greenroute.serve.config import GatewayConfig
 from greenroute.serve.decision_log import DecisionLog
 from greenroute.serve.deferral import DeferralQueue
@@ -55,6 +56,7 @@ class Gateway:
         self.planner.pending_source = self.deferrals.summary
         self.log = DecisionLog(cfg.decision_log)
         self.keys = KeyStore(cfg.keys)
+        self.budgets = BudgetTracker()  # per-key budgets, in process
         # rate limits, ejections and the plan: in process, or shared through Redis
         self.shared = make_shared_state(cfg.shared, cfg.epoch_s, self._on_shared_error)
         self.limiter = getattr(self.shared, "limiter", None)  # in-process only

@@ -28,9 +28,11 @@ from typing import Any
 from starlette.requests import Request
 
 from greenroute.core.types import CLASSES
+from greenroute.serve.budgets import sse_usage_tokens
 from greenroute.serve.errors import GatewayHTTPError, bad_request, sse_error_event, too_large
 from greenroute.serve.gateway import Gateway
 from greenroute.serve.router import Choice, RuleCheck
+from greenroute.serve.security import ClientKey
 from greenroute.serve.upstream_http import UpstreamError, UpstreamResponse, UpstreamTimeoutError
 
 REGION_HEADER = "x-greenroute-region"
@@ -45,6 +47,7 @@ CHARS_PER_TOKEN = 4  # rough English average for a token estimate (OpenAI's toke
 DEFAULT_OUTPUT_TOKENS = 256  # when the request sets no max_tokens (engineering default)
 RETRY_STATUS = frozenset((429, 500, 502, 503, 504))
 SECONDS_PER_HOUR = 3600.0
+USAGE_TAIL_BYTES = 8192  # a stream's last bytes kept for its usage chunk (budget keys only)
 
 
 class _UpstreamFailedError(Exception):
@@ -74,6 +77,8 @@ class _Ctx:
     cpu0: float | None = None  # thread CPU clock at arrival (None: not measured)
     requested_model: str = ""  # the body's model (ctx.model differs after a model fallback)
     priority: int = 0  # place in the queue for a slot (higher first)
+    budget_key: ClientKey | None = None  # the client's key when it has a budget
+    stream_tokens: int = 0  # tokens of a stream's final usage chunk (budget keys only)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -114,7 +119,8 @@ def estimate_tokens(payload: dict[str, Any], body_len: int) -> tuple[int, int]:
 async def complete(gw: Gateway, endpoint: str, body: bytes, payload: dict[str, Any],
                    client: str | None, origin: int, cls: int, deadline: str | None,
                    t_recv: float, wall: float, cpu0: float | None = None,
-                   priority: int = 0) -> Answer:  # fmt: skip
+                   priority: int = 0, budget_key: ClientKey | None = None,
+                   ) -> Answer:  # fmt: skip
     """Hold (deferrable), route, forward and log one parsed request."""
     ctx = _Ctx(gw, endpoint, uuid.uuid4().hex, wall, t_recv, origin, cls, payload["model"],
                payload.get("stream") is True, client,
@@ -123,6 +129,7 @@ async def complete(gw: Gateway, endpoint: str, body: bytes, payload: dict[str, A
     ctx.arrival_s = wall
     ctx.requested_model = ctx.model
     ctx.priority = priority
+    ctx.budget_key = budget_key
     gw.planner.count_arrival(cls, origin)
     if cls == CLASSES.index("deferrable"):
         await _maybe_hold(ctx, deadline)
@@ -337,8 +344,12 @@ async def _attempt(ctx: _Ctx, choice: Choice, check: RuleCheck, body: bytes) -> 
             done = True
             resp.release()
             _finish(ctx, choice, check, started, ttfb, resp.status_code, content, ok=True)
+            if ctx.budget_key is not None:
+                headers += gw.budgets.headers(ctx.budget_key, gw.clock())
             return Answer(resp.status_code, headers, content)
         done = True  # the stream generator owns the accounting and the response from here
+        if ctx.budget_key is not None:  # before this stream's usage is known
+            headers += gw.budgets.headers(ctx.budget_key, gw.clock())
         return Answer(
             resp.status_code,
             headers,
@@ -353,10 +364,14 @@ async def _attempt(ctx: _Ctx, choice: Choice, check: RuleCheck, body: bytes) -> 
 
 async def _stream(ctx, choice, check, resp, first, started, ttfb):
     outcome = "client-disconnected"  # unless the stream ends or fails first
+    watch = ctx.budget_key is not None
+    tail = first[-USAGE_TAIL_BYTES:] if watch else b""  # where the final usage chunk is
     try:
         yield first
         try:
             while chunk := await resp.next_chunk():
+                if watch:
+                    tail = (tail + chunk)[-USAGE_TAIL_BYTES:]
                 yield chunk
             outcome = "ok"
         except UpstreamError as err:  # after the first byte: report, never retry
@@ -367,6 +382,8 @@ async def _stream(ctx, choice, check, resp, first, started, ttfb):
             yield sse_error_event(f"upstream {region} failed mid-stream: "
                                   f"{type(err).__name__}; the response is incomplete")  # fmt: skip
     finally:
+        if watch:
+            ctx.stream_tokens = sse_usage_tokens(tail) or 0
         # accounting first: a cancelled stream (client gone) may not get past an await
         _finish(ctx, choice, check, started, ttfb, resp.status_code, b"", ok=outcome == "ok",
                 outcome=outcome)  # fmt: skip
@@ -399,7 +416,12 @@ def _finish(ctx: _Ctx, choice: Choice, check: RuleCheck, started: float, ttfb: f
         m.child(m.water_per_request, region).observe(water_l)
     ctx.attempts.append({"region": region, "upstream": up.name,
                          "outcome": outcome or ("ok" if ok else "failed")})  # fmt: skip
-    tokens = _usage(content) or ctx.tokens
+    used = _usage(content)
+    if ctx.budget_key is not None:
+        spent = sum(used) if used else ctx.stream_tokens
+        if spent:
+            gw.budgets.spend(ctx.budget_key, spent, gw.clock())
+    tokens = used or ctx.tokens
     _log(ctx, choice, check, status if ok else 599, duration, tokens=tokens, co2_g=co2_g,
          water_l=water_l)  # fmt: skip
 
