@@ -82,3 +82,59 @@ def test_priority_is_read_from_the_key_and_validated():
     with pytest.raises(GatewayConfigError) as info:
         parse_config({**raw, "auth": {"keys": keys}}, source="g")
     assert [p.split(": ")[1] for p in info.value.problems] == ["auth.keys[2].priority"]
+
+
+def test_over_http_a_freed_slot_goes_to_the_higher_priority_key(servers, tmp_path):
+    pytest.importorskip("fastapi")
+    httpx = pytest.importorskip("httpx")
+    import json
+    import threading
+    import time
+
+    from greenroute.serve.app import create_app
+    from serve_fakes import FakeUpstream
+
+    fake = FakeUpstream("de", delay_s=0.3)
+    up = servers(fake.app())
+    keys = [{"name": n, "hash": hash_api_key(n), "priority": p}
+            for n, p in (("first", 0), ("low", 0), ("high", 2))]  # fmt: skip
+    raw = gateway_dict({"DE-LU": [up.url]}, auth={"keys": keys})
+    raw["regions"]["DE-LU"]["upstreams"][0]["capacity"] = 1
+    app = create_app(parse_config(raw, source="t.yaml", base_dir=tmp_path))
+    gw, srv = app.state.gateway, servers(app)
+    url, status = srv.url + "/v1/chat/completions", {}
+
+    def post(name: str, headers: dict | None = None) -> None:
+        body = {"model": "tiny", "messages": [{"role": "user", "content": name}]}
+        r = httpx.post(
+            url,
+            json=body,
+            timeout=10,
+            headers={"authorization": f"Bearer {name}", **(headers or {})},
+        )
+        status[name] = r.status_code
+
+    def waiting(n: int) -> None:  # until n requests wait for the one slot
+        deadline = time.monotonic() + 10
+        while sum(not f.done() for *_, f in gw._waiters) < n:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+
+    threads = [threading.Thread(target=post, args=("first",))]
+    threads[0].start()
+    while not fake.bodies:  # "first" holds the slot
+        time.sleep(0.005)
+    for i, name in enumerate(("low", "high")):  # low queues before high
+        threads.append(threading.Thread(target=post, args=(name,)))
+        threads[-1].start()
+        waiting(i + 1)
+    for t in threads:
+        t.join()
+    order = [json.loads(b)["messages"][0]["content"] for b in fake.bodies]
+    assert order == ["first", "high", "low"] and set(status.values()) == {200}
+    r = httpx.post(
+        url,
+        json={"model": "tiny", "messages": []},
+        headers={"authorization": "Bearer low", "x-greenroute-priority": "urgent"},
+    )
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_priority"
