@@ -125,21 +125,9 @@ def chain_tables(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, z):
     the saturated rate (the same at any ``m``)."""
     j0 = math.ceil(s / z - 1e-9)  # first state at or above the cap
     tab = np.zeros((3, max(j0, 1)))
-    n_c, n_m = lam.shape[1], lam.shape[2]
     for j in range(1, j0 + 1):
         k = min(j * z, s)
-        d = 0.0
-        t_sum = 0.0
-        dec_sum = 0.0
-        for m in range(n_m):
-            t = types[g, m]
-            wm = 0.0
-            for c in range(n_c):
-                lv = lam[g, c, m]
-                wm += lv
-                t_sum += lv * _at(tau[t, c], k) * st
-                dec_sum += lv * max(max(e_out[c] - 1.0, 0.0) - _at(adv[t, c], k), 0.0)
-            d += wm / lam_tot * _at(decode[t], k)
+        t_sum, dec_sum, d = _load_sums(k, g, lam, lam_tot, types, tau, adv, decode, e_out, st)
         if j < j0:
             tab[0, j] = t_sum
             tab[1, j] = k / max(d, 1e-300) * lam_tot / max(dec_sum, 1e-300)
