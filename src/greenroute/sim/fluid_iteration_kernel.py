@@ -291,12 +291,14 @@ def iteration_epoch(
         # slot wait: M/G/S per server, service = residence N / lam, averaged over the noise
         e_o = 0.0
         e_o2 = 0.0
+        e_mn = 0.0  # E[min(O1, O2)] of two requests of the group's mix
         for c in range(n_c):
             k = 0.0
             for m in range(n_m):
                 k += n_gcm[g, c, m]
             e_o += k * e_out[c] / n_req
             e_o2 += k * e_out2[c] / n_req
+            e_mn += k * e_min[c] / n_req
         scv = max(e_o2 / (e_o * e_o) - 1.0, 0.0) if e_o > 0 else 1.0
         # split arrivals (round-robin over k servers: Erlang-k gaps, ca^2 = 1 / k; random:
         # Poisson): peakedness of the running requests (G/GI/inf, Whitt 1982 / Eick, Massey &
@@ -304,12 +306,6 @@ def iteration_epoch(
         # residences taken proportional to the output length)
         z_split = 1.0
         if k_split >= 1:
-            e_mn = 0.0
-            for c in range(n_c):
-                kc = 0.0
-                for m in range(n_m):
-                    kc += n_gcm[g, c, m]
-                e_mn += kc * e_min[c] / n_req
             z_split = 1.0 + (1.0 / k_split - 1.0) * (e_mn / e_o if e_o > 0 else 0.0)
         u = lam_tot * w_mix / n_req
         # the noise's effective sigma for this group (origins mixed)
