@@ -151,6 +151,9 @@ def test_bad_input_gets_openai_style_errors(servers, tmp_path):
     assert "tiny" in body["message"]
     big = {**msg, "messages": [{"role": "user", "content": "x" * 5000}]}
     _err(httpx.post(url, json=big, headers=ok), 413, "request_too_large")
+    # chunked, no content-length: refused by the bytes received, not the declared length
+    chunked = iter([json.dumps(big).encode()[i : i + 1000] for i in range(0, 5100, 1000)])
+    _err(httpx.post(url, content=chunked, headers=ok), 413, "request_too_large")
     _err(httpx.post(url, json=msg), 401, "invalid_api_key")
     _err(httpx.post(url, json=msg, headers={"authorization": "Bearer nope"}), 401,
          "invalid_api_key")  # fmt: skip

@@ -16,9 +16,9 @@ import time
 from fastapi import FastAPI
 from starlette.responses import StreamingResponse
 
-from greenroute.serve.errors import GatewayHTTPError, too_large
+from greenroute.serve.errors import GatewayHTTPError
 from greenroute.serve.gateway import CLASS_HEADER, ORIGIN_HEADER, PRIORITY_HEADER, Gateway
-from greenroute.serve.proxy import DEADLINE_HEADER, Answer, complete, parse_payload
+from greenroute.serve.proxy import DEADLINE_HEADER, Answer, complete, parse_payload, read_limited
 
 LOG = logging.getLogger("greenroute.serve")
 COMPLETION_PATHS = ("/v1/chat/completions", "/v1/completions")
@@ -77,23 +77,17 @@ async def serve_completion(gw: Gateway, scope, receive, send, endpoint: str) -> 
     await resp(scope, receive, send)
 
 
-async def _read_body(receive, limit: int, declared: str | None) -> bytes:
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_large(int(declared), limit)
-    chunks, size = [], 0
+async def _body_chunks(receive):
+    """The request body's chunks from ASGI ``receive`` (a disconnect ends the request)."""
     while True:
         msg = await receive()
         if msg["type"] == "http.disconnect":
             raise _ClientGoneError
         chunk = msg.get("body", b"")
         if chunk:
-            size += len(chunk)
-            if size > limit:
-                raise too_large(size, limit)
-            chunks.append(chunk)
+            yield chunk
         if not msg.get("more_body", False):
-            break
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            return
 
 
 async def _handle(gw: Gateway, scope, receive, endpoint: str) -> Answer:
@@ -103,7 +97,8 @@ async def _handle(gw: Gateway, scope, receive, endpoint: str) -> Answer:
     key = gw.authenticate(hdr.get("authorization"))
     gw.check_rate(key)
     t_body, cpu_body = time.perf_counter(), time.thread_time()
-    body = await _read_body(receive, gw.cfg.max_body_bytes, hdr.get("content-length"))
+    body = await read_limited(_body_chunks(receive), gw.cfg.max_body_bytes,
+                              hdr.get("content-length"))  # fmt: skip
     t_recv += time.perf_counter() - t_body  # waiting for the client's bytes is not overhead
     cpu0 += time.thread_time() - cpu_body  # nor what other requests did meanwhile
     payload = parse_payload(body)

@@ -81,18 +81,23 @@ class _Ctx:
     stream_tokens: int = 0  # tokens of a stream's final usage chunk (budget keys only)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body of a Starlette request (the batch endpoint), at most ``limit`` bytes."""
-    declared = request.headers.get("content-length")
+async def read_limited(chunks: AsyncIterator[bytes], limit: int, declared: str | None) -> bytes:
+    """A request body from its ``chunks``, at most ``limit`` bytes: 413 as soon as the
+    declared ``content-length`` or the bytes received pass it."""
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise too_large(int(declared), limit)
-    chunks, size = [], 0
-    async for chunk in request.stream():
+    parts, size = [], 0
+    async for chunk in chunks:
         size += len(chunk)
         if size > limit:
             raise too_large(size, limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body of a Starlette request (the batch endpoint), at most ``limit`` bytes."""
+    return await read_limited(request.stream(), limit, request.headers.get("content-length"))
 
 
 def parse_payload(body: bytes) -> dict[str, Any]:
