@@ -20,7 +20,11 @@ import time
 from pathlib import Path
 
 from greenroute.bench.gcos_seeds import SeedStore, format_summary, seed_summary
-from greenroute.core.errors import ConfigError, GreenrouteError, UnknownNameError
+from greenroute.core.errors import (
+    ConfigError,
+    UnknownNameError,
+    exits_on_user_error,
+)
 from greenroute.data.paths import resolve_data_dir
 from greenroute.policies.gcos.common import Weights
 from greenroute.policies.gcos.maccs import MaccsCore, MaccsPolicy
@@ -206,13 +210,9 @@ def _print(results: dict, train_s: dict, sc) -> None:
           f"{PAPER_CARBON_PCT:+.1f} %, against baselines the abstract does not name")  # fmt: skip
 
 
+@exits_on_user_error
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
-    try:
-        run(args)
-    except GreenrouteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+    run(_parse(argv))
     return 0
 
 

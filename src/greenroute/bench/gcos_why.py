@@ -16,9 +16,8 @@ scenario:
 from __future__ import annotations
 
 import argparse
-import sys
 
-from greenroute.core.errors import GreenrouteError
+from greenroute.core.errors import exits_on_user_error
 from greenroute.data.paths import resolve_data_dir
 from greenroute.policies.gcos.common import Weights
 from greenroute.policies.gcos.greedy import GcosGreedy
@@ -80,19 +79,16 @@ def why(scenario: str, data_dir, policies: list[str]) -> list[str]:
     return out
 
 
+@exits_on_user_error
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m greenroute.bench.gcos_why", description=__doc__)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--scenarios", default="gcos,gcos-tight")
     ap.add_argument("--policies", default="gcos-greedy,lp,lowest-carbon")
     args = ap.parse_args(argv)
-    try:
-        data_dir = resolve_data_dir(args.data_dir)
-        for s in args.scenarios.split(","):
-            print("\n".join(why(s.strip(), data_dir, args.policies.split(","))))
-    except GreenrouteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+    data_dir = resolve_data_dir(args.data_dir)
+    for s in args.scenarios.split(","):
+        print("\n".join(why(s.strip(), data_dir, args.policies.split(","))))
     return 0
 
 

@@ -41,13 +41,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
 import time
 from pathlib import Path
 
 from greenroute.bench import load_balancing_tables as lbt
 from greenroute.bench.rl_spread_stats import Interval, headline, t_interval, verdict
-from greenroute.core.errors import ConfigError
+from greenroute.core.errors import ConfigError, exits_on_user_error
 
 BUDGETS = {
     "full": {"lb_nominal": 200_000, "lb_high": 400_000, "manager": 600_000, "worker": 120_000},
@@ -345,16 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def cli(argv: list[str] | None = None) -> int:
-    """``python -m greenroute.bench.rl_spread``: a user error (bad option, failed cells) is one
-    line on stderr and its exit code, no traceback."""
-    from greenroute.core.errors import GreenrouteError
-
-    try:
-        return main(argv)
-    except GreenrouteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+# ``python -m greenroute.bench.rl_spread``: a user error (bad option, failed cells) is one line
+# on stderr and its exit code, no traceback (``main`` raises, for the tests and the API)
+cli = exits_on_user_error(main)
 
 
 if __name__ == "__main__":

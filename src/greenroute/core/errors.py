@@ -7,7 +7,9 @@ exits with a non-zero code, without a traceback. Programming errors stay ordinar
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
@@ -60,3 +62,18 @@ class InfeasibleConstraintsError(GreenrouteError):
 
 class ConfigError(GreenrouteError):
     """A bad option value or a manifest that cannot be reproduced."""
+
+
+def exits_on_user_error(main: Callable[..., int]) -> Callable[..., int]:
+    """A ``python -m`` command's ``main``: a :class:`GreenrouteError` becomes one ``error: ...``
+    line on stderr and its exit code, with no traceback (the typer CLI has ``cli/errors.py``)."""
+
+    @functools.wraps(main)
+    def run(*args, **kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except GreenrouteError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return exc.exit_code
+
+    return run

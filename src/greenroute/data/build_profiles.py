@@ -12,15 +12,15 @@ a byte-identical file.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from greenroute.core.errors import ConfigError, GreenrouteError
+from greenroute.core.errors import ConfigError, exits_on_user_error
 from greenroute.data.paths import resolve_data_dir
 from greenroute.data.profiles import EMBEDDED_PROFILES_PATH, build_profiles, save_profiles
 
 
+@exits_on_user_error
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code."""
     parser = argparse.ArgumentParser(
@@ -32,15 +32,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=EMBEDDED_PROFILES_PATH, help="output .npz path")
     args = parser.parse_args(argv)
-    try:
-        data_dir = resolve_data_dir(args.data_dir)
-        if data_dir is None:
-            raise ConfigError("no data directory: pass --data-dir or set GREENROUTE_DATA_DIR")
-        profiles = build_profiles(data_dir)
-        save_profiles(profiles, args.out)
-    except GreenrouteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+    data_dir = resolve_data_dir(args.data_dir)
+    if data_dir is None:
+        raise ConfigError("no data directory: pass --data-dir or set GREENROUTE_DATA_DIR")
+    profiles = build_profiles(data_dir)
+    save_profiles(profiles, args.out)
     size_kb = args.out.stat().st_size / 1024
     print(f"wrote {args.out} ({size_kb:.1f} KiB, {len(profiles['regions'])} regions)")
     return 0
