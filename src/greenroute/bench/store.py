@@ -103,7 +103,7 @@ def default_store_dir() -> Path | None:
     return Path.cwd() / DEFAULT_STORE_NAME
 
 
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write) -> None:
     """``write(tmp_path)`` then rename onto ``path`` (atomic); the temp file never matches
     ``*.parquet`` / ``*.json``."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -152,11 +152,11 @@ class ResultStore:
             if "run_id" not in epochs.columns:
                 epochs = epochs.copy()
                 epochs.insert(0, "run_id", run_id)
-            _atomic_write(self._epochs_file(run_id), lambda p: epochs.to_parquet(p, index=False))
+            atomic_write(self._epochs_file(run_id), lambda p: epochs.to_parquet(p, index=False))
         else:
             self._epochs_file(run_id).unlink(missing_ok=True)
         table = row_table(row)
-        _atomic_write(self._runs_file(run_id), lambda p: pq.write_table(table, p))
+        atomic_write(self._runs_file(run_id), lambda p: pq.write_table(table, p))
         return run_id
 
     def append(
@@ -179,7 +179,7 @@ class ResultStore:
         """Record a sweep's cell keys (what :func:`load_runs` ``sweep=`` selects)."""
         doc = {"name": name, "keys": list(keys), "spec": spec}
         path = self.root / "sweeps" / f"{_safe(name)}.json"
-        _atomic_write(path, lambda p: p.write_text(json.dumps(doc, indent=1, default=str)))
+        atomic_write(path, lambda p: p.write_text(json.dumps(doc, indent=1, default=str)))
 
     # ------------------------------------------------------------ reading
     def _files(self, table: str) -> list[Path]:
@@ -343,11 +343,11 @@ class ResultStore:
             frame = self.epochs(where=where, sweep=sweep)
         out = Path(out)
         if fmt == "csv":
-            _atomic_write(out, lambda p: frame.to_csv(p, index=False))
+            atomic_write(out, lambda p: frame.to_csv(p, index=False))
         elif fmt == "parquet":
-            _atomic_write(out, lambda p: frame.to_parquet(p, index=False))
+            atomic_write(out, lambda p: frame.to_parquet(p, index=False))
         else:
-            _atomic_write(out, lambda p: p.write_text(records_json(frame)))
+            atomic_write(out, lambda p: p.write_text(records_json(frame)))
         return len(frame)
 
     def clean_temporary(self, older_than_s: float = 3600.0) -> int:

@@ -159,11 +159,20 @@ def records_json(frame: pd.DataFrame) -> str:
     return json.dumps(rows, indent=1, default=str)
 
 
+KEY_HEX_CHARS = 16  # 64 bits of SHA-256: a collision needs ~4e9 keys (birthday bound)
+
+
+def config_hash(doc: dict[str, Any]) -> str:
+    """The store's key of a configuration: SHA-256 of its canonical JSON (sorted keys, no
+    spaces), ``KEY_HEX_CHARS`` hex digits. Runs, sweep cells and training cells use it."""
+    text = json.dumps(doc, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:KEY_HEX_CHARS]
+
+
 def result_key(manifest: dict[str, Any], source: str) -> str:
     """A run's id from the fields of its manifest that decide its numbers (not the versions)
     and how it was made (``run`` / ``compare``): same command, same id."""
     skip = {"greenroute_version", "python", "numpy"}
     doc = {k: v for k, v in manifest.items() if k not in skip}
     doc["source"] = source
-    text = json.dumps(doc, sort_keys=True, default=str, separators=(",", ":"))
-    return f"{source}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    return f"{source}-{config_hash(doc)}"

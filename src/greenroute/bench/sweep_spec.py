@@ -32,14 +32,13 @@ the same cell has the same key in every sweep and every run of a sweep.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from greenroute.bench.store_records import config_hash
 from greenroute.bench.sweep_train import TRAIN_POLICY_PREFIX, TrainCell, parse_train
 from greenroute.core.errors import ConfigError, GreenrouteError
 
@@ -58,7 +57,6 @@ SPEC_KEYS = (
 )
 POLICY_KEYS = ("name", "options", "label")
 FIDELITY_CHOICES = ("request", "fluid", "auto")
-KEY_HEX_CHARS = 16  # 64 bits of SHA-256: a collision needs ~4e9 cells (birthday bound)
 
 
 @dataclass(frozen=True)
@@ -86,8 +84,7 @@ class Cell:
 
     @property
     def key(self) -> str:
-        text = json.dumps(self.config(), sort_keys=True, separators=(",", ":"), default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:KEY_HEX_CHARS]
+        return config_hash(self.config())
 
     @property
     def depends_on(self) -> str | None:

@@ -32,16 +32,14 @@ The teacher is evaluated by ordinary grid cells with the policy ``rl:train/<id>`
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
-import secrets
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from greenroute.bench.store_records import config_hash
 from greenroute.core.errors import ConfigError
 
 LB_ENV_ID = "greenroute/LoadBalancing-v0"
@@ -56,7 +54,6 @@ TRAIN_KEYS = ("id", "agent", "scenario", "seeds", "steps", "hyperparameters", "o
 TEACHER_STEPS = ("manager", "worker")
 TRAIN_POLICY_PREFIX = "rl:train/"
 CELL_FILE = "cell.json"
-KEY_HEX_CHARS = 16  # as sweep_spec's cells
 LB_METRICS = ("cumulative_reward", "avg_response_time_s", "avg_queue_len", "slo_violation_pct")
 
 
@@ -85,8 +82,7 @@ class TrainCell:
 
     @property
     def key(self) -> str:
-        text = json.dumps(self.config(), sort_keys=True, separators=(",", ":"), default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:KEY_HEX_CHARS]
+        return config_hash(self.config())
 
     @property
     def model_file(self) -> str:
@@ -253,12 +249,6 @@ def resolve_model(policy: str, models_root: str | Path | None) -> str:
     return f"rl:{d / doc['result']['model_file']}"
 
 
-def _write_json_atomic(path: Path, doc: dict) -> None:
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True, default=str))
-    os.replace(tmp, path)
-
-
 # ------------------------------------------------------------------ running one cell
 def _lb_heldout(cell: TrainCell, model_path: Path) -> dict[str, float]:
     """Seed 002's evaluation: mean over ``episodes`` held-out windows (Tables I/II)."""
@@ -345,7 +335,7 @@ def identity(cell: TrainCell) -> dict[str, Any]:
 def execute_train(cell_dict: dict[str, Any], sweep: str | None, models_root: str):
     """Train one cell (in a worker) into ``models_root/<key>/``; returns its store record
     ``(row, None)``; the cell's own errors become a ``failed`` row."""
-    from greenroute.bench.store import failure_record
+    from greenroute.bench.store import atomic_write, failure_record
 
     cell = TrainCell.from_dict(cell_dict)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -359,8 +349,9 @@ def execute_train(cell_dict: dict[str, Any], sweep: str | None, models_root: str
         result = _train(cell, d)
         result.update(model_file=cell.model_file, model_path=str((d / cell.model_file).resolve()),
                       wall_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0)  # fmt: skip
-        _write_json_atomic(d / CELL_FILE, {"key": cell.key, "config": cell.config(),
-                                           "result": result})  # fmt: skip
+        doc = {"key": cell.key, "config": cell.config(), "result": result}
+        text = json.dumps(doc, indent=1, sort_keys=True, default=str)
+        atomic_write(d / CELL_FILE, lambda p: p.write_text(text))
         return train_row(cell, result, sweep), None
     except Exception as err:
         return failure_record(identity(cell), cell.key, "sweep", err, sweep), None
