@@ -163,3 +163,34 @@ def test_placement_counts_this_windows_migrations_as_present():
         assert with_migration.placements == already_there.placements
         steered += e3.core.act(acts).placements != already_there.placements
     assert steered > 0
+
+
+def test_estimate_candidates_place_like_greedy_and_cache_candidates_stay_in_their_set():
+    """candidates="estimate" adds the estimate's best region, the lowest objective over all
+    regions, so whatever the targets, MACCS places a window as gcos-greedy does on the same
+    state; candidates="cache" keeps every task at its origin, its agent's target or its best
+    cache-affinity region."""
+    from greenroute.core.errors import UnknownNameError
+    from greenroute.policies.gcos.greedy import GcosGreedy, affinity_region
+
+    env = _stepped_env(3)
+    sim, R = env.sim, env.sim.n_regions
+    pred, w = env.core.predictor, env.core.weights
+    acts = np.stack([(np.arange(R) + 1) % R, np.zeros(R, int)], axis=1)
+    greedy = GcosGreedy(pred, w)
+    greedy.reset(sim)
+    est = MaccsCore(pred, w, migrate=False, candidates="estimate")
+    est.reset(sim)
+    assert est.act(acts).placements == greedy.decide(sim).placements
+    cache = MaccsCore(pred, w, migrate=False, candidates="cache")
+    cache.reset(sim)
+    got = cache.act(acts).placements
+    planned: set = set()
+    for i, r in zip(sim.batch(), got, strict=True):
+        o = int(sim.tasks.origin[i])
+        assert r in {o, int(acts[o, 0]), affinity_region(sim, int(i), planned)}
+        for key in sim.task_keys(int(i)):
+            planned.add((key, r))
+    assert got != greedy.decide(sim).placements  # the narrower set binds in this window
+    with pytest.raises(UnknownNameError, match="estimate"):
+        MaccsCore(pred, w, candidates="all")

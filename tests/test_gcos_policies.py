@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from greenroute.core.errors import UnknownNameError
 from greenroute.policies.gcos.baselines import CacheAffinity, LowestCarbon, LowestPrice
 from greenroute.policies.gcos.common import Backlog, Weights, task_cost
 from greenroute.policies.gcos.lp import GcosLP
@@ -117,3 +118,46 @@ def test_diptree_backend_reads_the_upper_quantile(sim):
     est = task_exec_estimates(sim, p)
     data_s = sim.cat.data_gb[sim.tasks.data] * sim.sc.process_s_per_gb
     np.testing.assert_allclose(est, q[:, 1] + data_s, rtol=1e-12)
+
+
+def test_energy_uses_the_mean_and_waits_the_upper_quantile_by_hand(sim):
+    """One checkpoint, times 10, 20, 30, 100 s: no split, one leaf. Waits read p90 (linear:
+    30 + 0.7 * 70 = 79 s), energy the leaf mean (40 s), in every scheduler's backlog."""
+    from greenroute.policies.gcos.common import Weights
+    from greenroute.policies.gcos.greedy import GcosGreedy
+    from greenroute.policies.gcos.predictor import make_backlog, task_energy_estimates
+
+    rows = pd.DataFrame({"checkpoint_model_version_id": ["M1"] * 4, "num_lora": [0] * 4,
+                         "exec_time_seconds": [10.0, 20.0, 30.0, 100.0]})  # fmt: skip
+    p = ExecPredictor("diptree", quantile=0.9).fit(rows)
+    assert p.backend == "diptree" and p.energy_stat == "mean"
+    q = rows.iloc[:2]
+    np.testing.assert_allclose(p.predict(q), [79.0, 79.0], rtol=1e-12)
+    np.testing.assert_allclose(p.predict_energy(q), [40.0, 40.0], rtol=1e-12)
+    upper = ExecPredictor("diptree", quantile=0.9, energy_stat="upper").fit(rows)
+    np.testing.assert_allclose(upper.predict_energy(q), [79.0, 79.0], rtol=1e-12)
+    mean = ExecPredictor("mean", energy_stat="mean").fit(rows)  # no quantile: mean for both
+    np.testing.assert_allclose([*mean.predict(q), *mean.predict_energy(q)], [40.0] * 4)
+    with pytest.raises(UnknownNameError, match="upper"):
+        ExecPredictor("diptree", energy_stat="p90")
+
+    sim.reset()
+    data_s = sim.cat.data_gb[sim.tasks.data] * sim.sc.process_s_per_gb
+    np.testing.assert_allclose(task_energy_estimates(sim, p), 40.0 + data_s, rtol=1e-12)
+    w = Weights(200.0, 0.5)
+    for pol in (LowestCarbon(p), LowestPrice(p), CacheAffinity(p), GcosLP(p, w),
+                GcosGreedy(p, w)):  # fmt: skip
+        pol.reset(sim)
+        np.testing.assert_allclose(pol.backlog.est, 79.0 + data_s, rtol=1e-12)
+        np.testing.assert_allclose(pol.backlog.energy_est, 40.0 + data_s, rtol=1e-12)
+    b = make_backlog(sim, p)
+    b.refresh()
+    i, r = int(sim.batch()[0]), 2
+    b.add(i, r)
+    assert b.wait_s(r) == pytest.approx((79.0 + data_s[i]) / sim.sc.gpus_per_region, rel=1e-12)
+    # greedy prices the first task's compute at 40 s + data (nothing queued yet at any region)
+    g = GcosGreedy(p, w)
+    g.reset(sim)
+    want = int(np.argmin([task_cost(sim, i, r, 40.0 + data_s[i], set(), w, 0.0)[2]
+                          for r in range(sim.n_regions)]))  # fmt: skip
+    assert g.decide(sim).placements[0] == want

@@ -27,8 +27,8 @@ from greenroute.core.errors import (
 )
 from greenroute.data.paths import resolve_data_dir
 from greenroute.policies.gcos.common import Weights
-from greenroute.policies.gcos.maccs import MaccsCore, MaccsPolicy
-from greenroute.policies.gcos.predictor import fitted_predictor
+from greenroute.policies.gcos.maccs import CANDIDATE_SETS, MaccsCore, MaccsPolicy
+from greenroute.policies.gcos.predictor import ENERGY_STATS, fitted_predictor
 from greenroute.policies.gcos.registry import (
     CACHE_OBLIVIOUS,
     GCOS_POLICY_NAMES,
@@ -77,6 +77,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--heuristic-predictor", default="diptree", choices=("diptree", "mean"),
                     help="execution-time estimate of the non-learned policies (swap it to "
                          "measure what DiPTree changes with the policy held fixed)")  # fmt: skip
+    ap.add_argument("--maccs-candidates", default="estimate", choices=CANDIDATE_SETS,
+                    help="regions a MACCS task may go to: 'estimate' = origin, agent's target, "
+                         "cache-affinity region and the estimate's best region; 'cache' = "
+                         "without the estimate's best (before 2026-11-26); every MACCS variant "
+                         "uses the same set")  # fmt: skip
+    ap.add_argument("--energy-estimate", default="mean", choices=ENERGY_STATS,
+                    help="execution-time statistic for energy, cost and carbon estimates "
+                         "(waits always use DiPTree's upper quantile); 'upper' = before "
+                         "2026-11-26")  # fmt: skip
     return ap.parse_args(argv)
 
 
@@ -104,10 +113,12 @@ def run(args: argparse.Namespace) -> dict:
     train_seed = args.seed if args.train_seed is None else args.train_seed
     seeds = [train_seed + k for k in range(args.train_seeds)]
     config = {"scenario": sc.name, "options": {k: str(v) for k, v in sorted(opts.items())},
-              "train_steps": args.train_steps}  # fmt: skip
+              "train_steps": args.train_steps, "maccs_candidates": args.maccs_candidates,
+              "energy_estimate": args.energy_estimate}  # fmt: skip
     store = SeedStore(args.out, config)
     weights = Weights.of(sc)
-    preds = {k: fitted_predictor(sc, k, data_dir) for k in ("diptree", "mean")}
+    preds = {k: fitted_predictor(sc, k, data_dir, energy_stat=args.energy_estimate)
+             for k in ("diptree", "mean")}  # fmt: skip
     sim = GcosSim(sc, period="eval", data_dir=data_dir)
     print(f"scenario {sc.name}: {', '.join(sc.regions)}; {len(sim.tasks)} tasks over {sc.hours} h "
           f"from {sc.eval_start_utc:%Y-%m-%d}; signals {sim.signal_source}, workload "
@@ -142,7 +153,9 @@ def run(args: argparse.Namespace) -> dict:
            "train_steps": args.train_steps, "train_seed": train_seed, "train_seeds": seeds,
            "train_wall_s": train_s, "results": results, "per_seed": per_seed,
            "seed_summary": summary, "carbon_weight_usd_per_kg": sc.carbon_usd_per_kg,
-           "predictor_backend": preds["diptree"].backend}  # fmt: skip
+           "predictor_backend": preds["diptree"].backend,
+           "maccs_candidates": args.maccs_candidates,
+           "energy_estimate": args.energy_estimate}  # fmt: skip
     if args.out:
         (args.out / "results.json").write_text(json.dumps(out, indent=2, default=str))
         keys = [k for k in next(iter(results.values())) if k != "train_wall_s"]
@@ -172,8 +185,11 @@ def _maccs_run(name, seed, sc, sim, preds, weights, args, store: SeedStore, data
         from greenroute.bench.gcos_train import train_maccs
 
         model, wall = train_maccs(run_sc, preds[kind], migrate=migrate, steps=args.train_steps,
-                                  seed=seed, data_dir=data_dir, save_to=path)  # fmt: skip
-    pol = MaccsPolicy(model, MaccsCore(preds[kind], weights, migrate=migrate), name)
+                                  seed=seed, data_dir=data_dir, save_to=path,
+                                  candidates=args.maccs_candidates)  # fmt: skip
+    # every variant: the same candidate set in training and evaluation
+    core = MaccsCore(preds[kind], weights, migrate=migrate, candidates=args.maccs_candidates)
+    pol = MaccsPolicy(model, core, name)
     run_sim = sim if migrate else GcosSim(run_sc, period="eval", data_dir=data_dir)
     t1 = time.perf_counter()
     run = run_sim.run(pol) | {"eval_wall_s": time.perf_counter() - t1, "train_wall_s": wall}

@@ -46,6 +46,7 @@ def train_maccs(
     data_dir: Path | None = None,
     save_to: Path | None = None,
     local_share: float = 0.0,
+    candidates: str = "estimate",
 ):
     """(trained PPO model, wall seconds). ``steps`` counts agent transitions."""
     import torch
@@ -53,7 +54,8 @@ def train_maccs(
 
     torch.set_num_threads(1)
     sim = GcosSim(sc, period="train", data_dir=data_dir)
-    core = MaccsCore(predictor, Weights.of(sc), migrate=migrate, local_share=local_share)
+    core = MaccsCore(predictor, Weights.of(sc), migrate=migrate, local_share=local_share,
+                     candidates=candidates)  # fmt: skip
     venv = SharedAgentVecEnv(GcosParallelEnv(sim, core))
     t0 = time.perf_counter()
     model = PPO("MlpPolicy", venv, seed=seed, device="cpu", verbose=0,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from greenroute.policies.gcos.common import Backlog, plan_keys
-from greenroute.policies.gcos.predictor import ExecPredictor, task_exec_estimates
+from greenroute.policies.gcos.common import plan_keys
+from greenroute.policies.gcos.predictor import ExecPredictor, make_backlog
 from greenroute.sim.gcos.engine import Decision
 
 
@@ -23,7 +23,7 @@ class _Base:
         self.max_wait_s = max_wait_s
 
     def reset(self, sim) -> None:
-        self.backlog = Backlog(sim, task_exec_estimates(sim, self.predictor))
+        self.backlog = make_backlog(sim, self.predictor)
 
     def _eligible(self, sim) -> np.ndarray:
         waits = np.array([self.backlog.wait_s(r) for r in range(sim.n_regions)])

@@ -25,11 +25,18 @@ class Weights:
 
 
 class Backlog:
-    """Estimated work (s) per region from unfinished placed tasks plus this batch's."""
+    """Estimated work (s) per region from unfinished placed tasks plus this batch's.
 
-    def __init__(self, sim, est_exec_s: np.ndarray) -> None:
+    ``est`` (per task, s) fills the backlog, so it sets the estimated waits; ``energy_est``
+    (default: the same) is what a scheduler prices a task's compute energy with
+    (``predictor.make_backlog`` gives the upper quantile and the mean)."""
+
+    def __init__(
+        self, sim, est_exec_s: np.ndarray, energy_exec_s: np.ndarray | None = None
+    ) -> None:
         self.sim = sim
         self.est = est_exec_s
+        self.energy_est = est_exec_s if energy_exec_s is None else energy_exec_s
         self.work_s = np.zeros(sim.n_regions)
 
     def refresh(self) -> None:

@@ -2,8 +2,8 @@
 
 :func:`place_batch` sends each task of a window to the candidate region with the lowest
 estimated objective (:func:`~greenroute.policies.gcos.common.task_cost`: compute, fetches of
-uncached objects, wait). ``gcos-greedy`` uses every region as a candidate; MACCS narrows the
-candidates to the origin, the region its agent chose and the task's best cache-affinity region.
+uncached objects, wait). ``gcos-greedy`` uses every region as a candidate; MACCS's candidates
+are set by its ``candidates`` option (:mod:`~greenroute.policies.gcos.maccs`).
 
 :func:`hot_migrations` copies the objects an origin asked for most in its recent windows into a
 target region's caches (up to ``budget_gb`` per window), so later tasks there start warm.
@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from greenroute.policies.gcos.common import Backlog, Weights, plan_keys, task_cost
-from greenroute.policies.gcos.predictor import ExecPredictor, task_exec_estimates
+from greenroute.policies.gcos.predictor import ExecPredictor, make_backlog
 from greenroute.sim.gcos.engine import Decision, Migration
 
 
@@ -46,7 +46,8 @@ def place_batch(
         i = int(i)
         best, best_j = -1, np.inf
         for r in candidates(i, planned):
-            _, _, j = task_cost(sim, i, r, backlog.est[i], planned, weights, backlog.wait_s(r))
+            e_s, wait_s = backlog.energy_est[i], backlog.wait_s(r)
+            _, _, j = task_cost(sim, i, r, e_s, planned, weights, wait_s)
             if j < best_j:
                 best, best_j = r, j
         backlog.add(i, best)
@@ -101,7 +102,7 @@ class GcosGreedy:
         self.migrate, self.budget_gb = migrate, budget_gb
 
     def reset(self, sim) -> None:
-        self.backlog = Backlog(sim, task_exec_estimates(sim, self.predictor))
+        self.backlog = make_backlog(sim, self.predictor)
         self.hot = HotObjects(sim.n_regions)
         self.last_target = list(range(sim.n_regions))
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linprog
 
-from greenroute.policies.gcos.common import Backlog, Weights, task_cost
-from greenroute.policies.gcos.predictor import ExecPredictor, task_exec_estimates
+from greenroute.policies.gcos.common import Weights, task_cost
+from greenroute.policies.gcos.predictor import ExecPredictor, make_backlog
 from greenroute.sim.gcos.engine import Decision
 
 
@@ -32,7 +32,7 @@ class GcosLP:
         self.max_util, self.penalty = max_util, penalty_usd_per_s
 
     def reset(self, sim) -> None:
-        self.backlog = Backlog(sim, task_exec_estimates(sim, self.predictor))
+        self.backlog = make_backlog(sim, self.predictor)
 
     def decide(self, sim) -> Decision:
         self.backlog.refresh()
@@ -43,7 +43,7 @@ class GcosLP:
         c = np.empty((B, R))
         for b, i in enumerate(batch):
             for r in range(R):
-                c[b, r] = task_cost(sim, i, r, self.backlog.est[i], set(), self.weights,
+                c[b, r] = task_cost(sim, i, r, self.backlog.energy_est[i], set(), self.weights,
                                     self.backlog.wait_s(r))[2]  # fmt: skip
         est = self.backlog.est[batch]
         cap = np.maximum(

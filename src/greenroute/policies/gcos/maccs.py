@@ -6,8 +6,18 @@ which share of those tasks' bytes each region already caches, and every cache's 
 acts with a pair ``(target, migrate)``:
 
 - ``target``: the region it may forward its tasks to (``target == i`` keeps them home). Each of
-  its tasks then goes to the cheapest, by the estimated objective, of {origin, target, the
-  task's best cache-affinity region}: accept, forward, or follow the cache;
+  its tasks then goes to the cheapest, by the estimated objective, of its candidate regions
+  (``candidates``):
+
+  - ``"estimate"`` (default): {origin, target, the task's best cache-affinity region, the
+    estimate's best region}: accept, forward, follow the cache, or follow the estimate. This
+    is our reading of the abstract's "cooperative" placement: the agents decide where caches
+    go (migration, to their target), and each task takes the best region the shared estimate
+    knows of. The estimate's best region is the lowest-objective region of all, so the task
+    goes there: the placement is ``gcos-greedy``'s on the same cache state and migrations,
+    and the learned parts are the target as a migration destination and the migrate flag;
+  - ``"cache"``: {origin, target, best cache-affinity region}; accept, forward, or follow the
+    cache (the behaviour before 2026-11-26, when the learned target also limited placement);
 - ``migrate``: 1 copies the objects its origin asked for at least twice in the last windows
   into ``target``'s caches (at most ``budget_gb`` per window) before the tasks are placed.
 
@@ -20,20 +30,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from greenroute.policies.gcos.common import Backlog, Weights
+from greenroute.core.errors import UnknownNameError
+from greenroute.policies.gcos.common import Weights
 from greenroute.policies.gcos.greedy import (
     HotObjects,
     affinity_region,
     hot_migrations,
     place_batch,
 )
-from greenroute.policies.gcos.predictor import ExecPredictor, task_exec_estimates
+from greenroute.policies.gcos.predictor import ExecPredictor, make_backlog
 from greenroute.sim.gcos.engine import Decision, WindowResult
 
 CI_SCALE_G_PER_KWH = 1000.0
 PRICE_SCALE_USD_PER_KWH = 0.2
 WAIT_SCALE_S = 3600.0
 BATCH_SCALE = 50.0
+CANDIDATE_SETS = ("estimate", "cache")
 
 
 def obs_dim(n_regions: int) -> int:
@@ -45,14 +57,16 @@ class MaccsCore:
 
     def __init__(self, predictor: ExecPredictor, weights: Weights, migrate: bool = True,
                  budget_gb: float = 10.0, reward_scale: float = 5.0,
-                 local_share: float = 0.0) -> None:  # fmt: skip
-        self.predictor, self.weights = predictor, weights
+                 local_share: float = 0.0, candidates: str = "estimate") -> None:  # fmt: skip
+        if candidates not in CANDIDATE_SETS:
+            raise UnknownNameError("MACCS candidate set", candidates, CANDIDATE_SETS)
+        self.predictor, self.weights, self.candidates = predictor, weights, candidates
         self.migrate, self.budget_gb, self.reward_scale = migrate, budget_gb, reward_scale
         self.local_share = local_share
 
     def reset(self, sim) -> None:
         self.sim = sim
-        self.backlog = Backlog(sim, task_exec_estimates(sim, self.predictor))
+        self.backlog = make_backlog(sim, self.predictor)
         self.hot = HotObjects(sim.n_regions)
         self.ordered: list[tuple[int, object]] = []
 
@@ -100,9 +114,15 @@ class MaccsCore:
                     self.ordered += [(o, m) for m in mine]
                     migs += mine
 
-        def candidates(i: int, planned: set) -> set[int]:
+        every = range(sim.n_regions)
+
+        def candidates(i: int, planned: set) -> list[int]:
             o = int(sim.tasks.origin[i])
-            return {o, int(acts[o, 0]), affinity_region(sim, i, planned)}
+            if self.candidates == "estimate":
+                # origin, target and affinity region are regions too: the union with the
+                # estimate's best region is the lowest objective over all regions
+                return list(every)
+            return sorted({o, int(acts[o, 0]), affinity_region(sim, i, planned)})
 
         # the copies ordered this window are already paid for: a task placed with them does
         # not pay the fetch again, and the target counts them for cache affinity
