@@ -14,6 +14,7 @@ import math
 import numpy as np
 from numba import njit
 
+from greenroute.sim.fluid_split import jsq_shares
 from greenroute.sim.queueing_kernel import (
     erlang_c,
     fluid_wait_mean,
@@ -177,7 +178,7 @@ def fluid_step(
             for m in range(n_m):
                 tot += per_region[c, r, m]
         dispatched[r, e] = tot
-    # split each region's flow over its hardware groups by usable slots
+    # split each region's flow over its hardware groups by usable slots (round robin; JSQ below)
     c_eff = np.empty(n_g)
     eff_slots = np.empty(n_g)
     reg_eff = np.zeros(n_r)
@@ -221,6 +222,17 @@ def fluid_step(
         c_eff[g] = max(c_eff[g], 1.0)
         has_share = reg_eff[r] > 0 and eff_slots[g] / reg_eff[r] > 0
         cap_rate[g] = g_servers[g] * c_eff[g] * (1.0 if has_share else 0.0)
+    # least-loaded / least-connections equalise the groups' utilisation (sim/fluid_split.py)
+    if pooled.any() and jsq_shares(share_gm, per_region, g_region, type_ok, pooled, eff_slots,
+                                   util, c_eff, decode, e_pf, e_out):  # fmt: skip
+        for g in range(n_g):
+            r = g_region[g]
+            n_req[g] = 0.0
+            for c in range(n_c):
+                for m in range(n_m):
+                    v = per_region[c, r, m] * share_gm[g, m]
+                    n_gcm[g, c, m] = v
+                    n_req[g] += v
     # fixed point: batch size <-> utilisation
     bmax = decode.shape[2] - 1
     work = np.zeros(n_g)
