@@ -82,13 +82,17 @@ def _xfail(why: str):
 # birth-death queue per server, the saturated rate at the cap, Hayward's peakedness for the
 # Erlang-k gaps) and residual (``erlang_overlap``); before, round-robin read +9.7 / +4.7 / -11.0 %
 # at 60 / 75 / 85 % on the least-loaded model (docs/fluid_iteration_gap.md).
+# Least-loaded (2026-11-26, late): the per-server M/G/S wait at the peakedness of the running
+# count that the router leaves (``sim/fluid_route_wait.py``: a noisy join-the-least-work router
+# over N servers, linearised, plus the prefill-stall overdispersion; Hayward's approximation);
+# before it, least-loaded read +4.4 / +4.0 / +3.2 % and +4.8 / -0.3 / +1.5 % with noise.
 CASES = [  # local policy, utilisation, noise sigma, why it fails (None: passes)
     ("least-loaded", 0.60, 0.0, None),  # TTFT +4.4 %
-    ("least-loaded", 0.75, 0.0, None),  # TTFT +4.0 %
-    ("least-loaded", 0.85, 0.0, None),  # TTFT +3.2 %
-    ("least-loaded", 0.60, 0.125, None),  # TTFT +4.8 %
-    ("least-loaded", 0.75, 0.125, None),  # TTFT -0.3 %
-    ("least-loaded", 0.85, 0.125, None),  # TTFT +1.5 %
+    ("least-loaded", 0.75, 0.0, None),  # TTFT +3.4 %
+    ("least-loaded", 0.85, 0.0, None),  # TTFT +1.9 %
+    ("least-loaded", 0.60, 0.125, None),  # TTFT +4.7 %
+    ("least-loaded", 0.75, 0.125, None),  # TTFT -0.7 %
+    ("least-loaded", 0.85, 0.125, None),  # TTFT +1.4 %
     ("round-robin", 0.60, 0.0, None),  # TTFT -0.2 %
     ("round-robin", 0.75, 0.0, None),  # TTFT -4.9 %
     ("round-robin", 0.85, 0.0, None),  # TTFT +0.6 %
@@ -107,13 +111,9 @@ def test_fluid_matches_iteration_engine(local, util, sigma):
 # gaps), random routing (Poisson thinning; the least-loaded model read -49 % at 85 %). No
 # constant is fitted to them; random and four servers at 85 % were looked at while the model's
 # form was chosen (docs/fluid_iteration_gap.md), 70 % was not.
-# Least-loaded keeps the per-server M/G/S wait, which is not a join-the-shortest-queue model:
-# with four servers it misses (docs/fluid_iteration_gap.md).
-_LL4 = (
-    "least-loaded over 4 servers: the per-server M/G/S wait ignores the balancing (TTFT +41.5 %; "
-    "measured: 7.0 % of arrivals meet a full server, the model's P(wait) is 9.8 %, but the delay "
-    "there is 0.44 s against the model's 1.05 s, docs/fluid_iteration_gap.md)"
-)
+# Least-loaded over four servers read +41.5 % on the per-server M/G/S wait (no dependence on the
+# server count); the routed peakedness (``fluid_route_wait``) was written after that was
+# measured, with no constant fitted to it.
 _RND75 = (
     "random at 75 %: the birth-death chain misses most of the engine's slot wait at moderate load "
     "(TTFT -14.7 %; -3.0 % at 60 %, +1.4 % at 85 %). Measured: the engine's running count at "
@@ -125,7 +125,7 @@ HELD_OUT = [  # local policy, utilisation, servers, why it fails (None: passes)
     ("round-robin", 0.85, 4, None),  # TTFT +3.1 %
     ("random", 0.85, 2, None),  # TTFT +1.4 %
     ("random", 0.75, 2, _RND75),
-    ("least-loaded", 0.85, 4, _LL4),
+    ("least-loaded", 0.85, 4, None),  # TTFT +3.8 %
 ]  # fmt: skip
 
 
@@ -140,17 +140,18 @@ def test_fluid_matches_iteration_engine_held_out(local, util, servers):
 
 # The demo's three regions: interactive + 0.2 deferrable (long vidur-arxiv prompts, mean 2600
 # tokens) per interactive request, utilisation of each region's sustainable rate for that mix.
-_DEMO_MIX = (
-    "demo mix, least-loaded: routing on tokens of work with long deferrable prompts and "
-    "heavy-tailed outputs sends 20.6 % of arrivals to a full server at 85 % (7.6 % under "
-    "least-connections), the per-server M/G/32 wait gives 7.9 %: the slot wait is the term "
-    "that is off, the fixed terms match (docs/fluid_iteration_gap.md)"
+_DEMO_NOISE = (
+    "demo mix, least-loaded, 85 % with minute noise: TTFT +16.5 % (+11.0 % before the routed "
+    "peakedness, +3.7 % without noise, +3.8 % with noise at 75 %): the noise nodes near "
+    "saturation carry the excess, the minute-noise terms (relaxation-weighted node waits, the "
+    "Lindley backlog) do not depend on the router; docs/fluid_iteration_gap.md"
 )
 DEMO_CASES = [
     ("least-loaded", 0.60, 0.0, None),  # TTFT +1.9 %
-    ("least-loaded", 0.85, 0.0, f"{_DEMO_MIX} (TTFT -12.3 %; -8.4 % at 75 %)"),
+    # -12.3 % before the routed peakedness (fluid_route_wait); -6.5 % at 75 % (was -8.4 %)
+    ("least-loaded", 0.85, 0.0, None),  # TTFT +3.7 %
     # held out when the noise model was chosen (it was +20 % / +63 % before)
-    ("least-loaded", 0.85, 0.125, f"{_DEMO_MIX}; with minute noise (TTFT +11.0 %; -2.3 % at 75 %)"),
+    ("least-loaded", 0.85, 0.125, _DEMO_NOISE),
     # held out for the split-arrival wait (it read +2.4 % on the least-loaded model)
     ("round-robin", 0.80, 0.0, "demo mix, round-robin: long deferrable prompts, as in the "
      "least-loaded demo cases; the split-arrival wait takes residences as exponential "

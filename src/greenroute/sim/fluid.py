@@ -126,7 +126,7 @@ class FluidBackend:
         slot-seconds at the running cap (a request costs ``S w`` of them, ``w`` = server-seconds
         per request when ``S`` requests run), so its capacity, backlog and utilisation are those
         of the iteration server; energy and the wait are then corrected per epoch."""
-        from greenroute.sim.fluid_iteration import min_pair_mean, saturation_work_s, split_order
+        from greenroute.sim.fluid_iteration import output_moments, routing, saturation_work_s
 
         self.prof = self.svc.iteration_profile()
         slots = np.maximum(self.g_slots, 1.0)
@@ -148,8 +148,8 @@ class FluidBackend:
         self._capped: dict[bytes, tuple] = {}
         gh = c(np.stack([self.gh_z, self.gh_w]))
         par = np.array([self.sigma, NOISE_PERIOD_S, RHO_MAX_STABLE])
-        split = split_order(self.local_codes, self.g_region, self.g_servers)
-        e_min = np.array([min_pair_mean(o) for o in self.svc.samples[1]])
+        split = routing(self.local_codes, self.g_region, self.g_servers)
+        e_min = np.array([output_moments(o) for o in self.svc.samples[1]])  # [C, 2]
         self.it_par = (gh, par, c(split, dtype=np.int64), c(e_min, dtype=float))
         self.pre = np.zeros(self.n_g)
         self.e_pf_it = np.zeros_like(self.svc.e_pf[:, CLASS_INTERACTIVE, :])

@@ -27,9 +27,14 @@ Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running
   residual, each costing ``ahead[t, c]`` = the prompt curve's marginal time of its tokens in
   the same iteration, or its whole own iteration when the two prompts overflow the token budget
   (profiled over pairs of sampled prompts; what long deferrable prompts do to interactive ones)
-  + a wait for a running slot: M/G/c per server with ``c = S``, service = the residence
-  ``N / lam`` (Little), its SCV that of the output length. No pooling across servers: a
-  request is queued at the server its local policy picks on arrival.
+  + a wait for a running slot, per server (no pooling: a request is queued at the server its
+  local policy picks on arrival), by local policy: round-robin and random a birth-death queue
+  with the saturated rate at the cap (``fluid_iteration_kernel.split_wait``); least-loaded and
+  least-connections M/G/c with ``c = S``, service = the residence ``N / lam`` (Little), its
+  SCV that of the output length, at the peakedness of the running count the router leaves
+  (``sim/fluid_route_wait.py``: noisy join-the-least-score over the region's servers, plus
+  the prefill-stall overdispersion, Hayward's approximation); Python policies the same M/G/c
+  at peakedness 1.
 * minute rate noise (lognormal, piecewise constant per ``NOISE_PERIOD_S``), over Gauss-Hermite
   nodes ``m_k`` weighted by arrivals: the slot wait is the mean of each node's stationary M/G/S
   wait (``N`` re-solved at the node's rate, held at ``RHO_MAX_STABLE``), each weighted also by
@@ -45,9 +50,9 @@ iterations stretched by ``S / k`` at ``k / S`` of their dynamic power, as the en
 (``iteration_mode.throttled``; ``FluidBackend._iteration_capped``).
 
 No fitted constant (2.8 is Odoni & Roth's published one). Known misses
-(``tests/test_fluid_iteration_calibration.py``, measured): round-robin (its per-server arrivals
-are smoother than Poisson) at 60 % and 85 %, and mixes with long prompts at 75-85 % (the demo's
-deferrable class), with or without noise. Prompts arriving after a request but before its
+(``tests/test_fluid_iteration_calibration.py`` and ``docs/fluid_iteration_gap.md``, measured):
+random routing at 75 %, the demo's class mix under round-robin at 80 % and under least-loaded
+at 85 % with minute noise. Prompts arriving after a request but before its
 iteration starts may share that iteration in the engine; the model leaves them out (counting
 them too, ``2 resid`` instead of ``resid``, overshot the single region by +7 % at 60 %).
 """
@@ -214,6 +219,12 @@ def min_pair_mean(x: np.ndarray) -> float:
     return float((x * (2.0 * (n - np.arange(n)) - 1.0)).sum() / (n * n))
 
 
+def output_moments(x: np.ndarray) -> tuple[float, float]:
+    """``(E[min(O1, O2)], E[O^3])`` of the output-length samples."""
+    x = np.asarray(x, dtype=float).ravel()
+    return min_pair_mean(x), float((x**3).mean()) if x.size else 0.0
+
+
 def split_order(codes: np.ndarray, g_region: np.ndarray, g_servers: np.ndarray) -> np.ndarray:
     """How each group's servers get their arrivals, from the region's local policy (a declared
     choice, ``fluid_iteration_kernel.split_wait``): ``k >= 2`` round-robin over the region's
@@ -226,6 +237,29 @@ def split_order(codes: np.ndarray, g_region: np.ndarray, g_servers: np.ndarray) 
     code = codes[g_region]
     rr = np.maximum(np.rint(per_region[g_region]), 1.0).astype(np.int64)
     return np.where(code == K.LP_ROUND_ROBIN, rr, np.where(code == K.LP_RANDOM, 1, 0))
+
+
+def routing(codes: np.ndarray, g_region: np.ndarray, g_servers: np.ndarray) -> np.ndarray:
+    """Each group's routing as the kernel reads it, ``[G, 3]`` int: ``split_order``; the
+    state-aware router (``fluid_route_wait.ROUTE_LEAST_LOADED`` / ``ROUTE_LEAST_CONNECTIONS``,
+    ``ROUTE_NONE`` otherwise); the region's server count ``N``. A state-aware router over one
+    server has nothing to choose: it is Poisson arrivals (split ``1``), as round-robin is."""
+    from greenroute.sim import fluid_route_wait as RW
+    from greenroute.sim import kernel as K
+
+    per_region = np.bincount(g_region, weights=g_servers, minlength=codes.size)
+    code = codes[g_region]
+    n = np.maximum(np.rint(per_region[g_region]), 1.0).astype(np.int64)
+    route = np.where(
+        code == K.LP_LEAST_LOADED,
+        RW.ROUTE_LEAST_LOADED,
+        np.where(code == K.LP_LEAST_CONNECTIONS, RW.ROUTE_LEAST_CONNECTIONS, RW.ROUTE_NONE),
+    )
+    split = split_order(codes, g_region, g_servers)
+    alone = (route != RW.ROUTE_NONE) & (n == 1)
+    split = np.where(alone, 1, split)
+    route = np.where(alone, RW.ROUTE_NONE, route)
+    return np.stack([split, route, n], axis=1).astype(np.int64)
 
 
 def correct_epoch(fl, e: int) -> np.ndarray:

@@ -11,6 +11,11 @@ import math
 import numpy as np
 from numba import njit
 
+from greenroute.sim.fluid_route_wait import (
+    min_slope,
+    remaining_work_cv,
+    routed_wait,
+)
 from greenroute.sim.queueing_kernel import erlang_c
 
 BISECTION_ITERS = 30
@@ -210,6 +215,8 @@ def iteration_epoch(
     sigma, period, rho_max = par[0], par[1], par[2]
     z, wq = gh[0], gh[1]
     lam = np.zeros((n_g, n_c, n_m))
+    h_of = -1  # the server count whose ``min_slope`` is in h_n
+    h_n = 0.0
     for g in range(n_g):
         srv = max(g_servers[g], 1.0)
         s = max(run_cap[g], 1.0)
@@ -269,7 +276,12 @@ def iteration_epoch(
         ratio = e_mix / charged_mix if charged_mix > 0 else 1.0
         it_dyn_kwh[g_region[g], e] += served[g] * g_dyn_w[g] / 3.6e6 * (ratio - 1.0)
         r_d = dec_sum / max(n, 1e-9)
-        k_split = g_split[g]
+        k_split = g_split[g, 0]
+        route = g_split[g, 1]  # state-aware router (``fluid_route_wait``), 0 none
+        n_srv = g_split[g, 2]
+        if route > 0 and n_srv != h_of:  # h_N once per server count met
+            h_n = min_slope(n_srv)
+            h_of = n_srv
         if k_split >= 2 and tau_sum > 0:
             # round-robin over k servers: the previous arrival here came an Erlang-k gap ago,
             # not an exponential one, so its prefill iteration is less often still running.
@@ -292,14 +304,17 @@ def iteration_epoch(
         e_o = 0.0
         e_o2 = 0.0
         e_mn = 0.0  # E[min(O1, O2)] of two requests of the group's mix
+        e_o3 = 0.0  # E[O^3]: the remaining work's spread (``fluid_route_wait``)
         for c in range(n_c):
             k = 0.0
             for m in range(n_m):
                 k += n_gcm[g, c, m]
             e_o += k * e_out[c] / n_req
             e_o2 += k * e_out2[c] / n_req
-            e_mn += k * e_min[c] / n_req
+            e_mn += k * e_min[c, 0] / n_req
+            e_o3 += k * e_min[c, 1] / n_req
         scv = max(e_o2 / (e_o * e_o) - 1.0, 0.0) if e_o > 0 else 1.0
+        cv = remaining_work_cv(e_o, e_o2, e_o3)  # of the least-loaded router's score
         # split arrivals (round-robin over k servers: Erlang-k gaps, ca^2 = 1 / k; random:
         # Poisson): peakedness of the running requests (G/GI/inf, Whitt 1982 / Eick, Massey &
         # Whitt 1993: z = 1 + (ca^2 - 1) mu int Gbar^2 = 1 + (ca^2 - 1) E[min(O1, O2)] / E[O],
@@ -319,12 +334,17 @@ def iteration_epoch(
             sq += v * v
         sig = sigma * math.sqrt(sq) / tot if tot > 0 else 0.0
         # stationary slot wait at the epoch's mean rate: split arrivals (round-robin, random)
-        # a birth-death queue per server (``split_wait``); otherwise (least-loaded,
-        # least-connections: join-the-shortest-queue routing, and Python policies) M/G/S per
-        # server with service = residence N / lam and the output length's SCV (Allen-Cunneen)
+        # a birth-death queue per server (``split_wait``); least-loaded and least-connections
+        # M/G/S per server (service = residence N / lam, the output length's SCV) at the
+        # peakedness their balancing leaves (``fluid_route_wait``); Python policies the same
+        # M/G/S at peakedness 1 (Allen-Cunneen)
         if k_split >= 1:
             pw[g], cond[g] = split_wait(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st,
                                         z_split)  # fmt: skip
+        elif route > 0:
+            # least-loaded / least-connections: M/G/S at the peakedness the router leaves
+            stall = stall_share(g, n, lam, types, tau, adv, decode, st)
+            pw[g], cond[g], _ = routed_wait(route, n_srv, h_n, s, n, lam_tot, scv, cv, stall)
         else:
             pw[g] = erlang_c(s, n)
             denom = s * lam_tot / max(n, 1e-12) - lam_tot
@@ -359,18 +379,24 @@ def iteration_epoch(
                     lam[g, c, m] = base[c, m] * m_eff
             lam_k = lam_tot * m_eff
             n_k = running(g, lam, lam_k, types, tau, adv, decode, e_out, s, st)
+            z_k = 1.0
             if k_split >= 1:
                 pw_k, cond_k = chain_wait(tab, m_eff, lam_tot, s, z_split)
+            elif route > 0:
+                stall = stall_share(g, n_k, lam, types, tau, adv, decode, st)
+                pw_k, cond_k, z_k = routed_wait(route, n_srv, h_n, s, n_k, lam_k, scv, cv, stall)
             else:
                 pw_k = erlang_c(s, n_k)
                 den_k = s * lam_k / max(n_k, 1e-12) - lam_k
                 cond_k = (1.0 / den_k if den_k > 0 else 0.0) * (1.0 + scv) / 2.0
             # weight: the share of the minute the queue spends relaxed to the node's wait,
-            # 1 - tau/T (1 - exp(-T/tau)) (time-average of 1 - exp(-t/tau) over the minute)
+            # 1 - tau/T (1 - exp(-T/tau)) (time-average of 1 - exp(-t/tau) over the minute);
+            # at peakedness z (Hayward: S / z servers of the same service time) tau is z times
+            # longer
             rho_k = n_k / s
             res_k = n_k / lam_k if lam_k > 0 else 0.0
             gap_k = 1.0 - math.sqrt(min(rho_k, 0.999999))
-            tau_k = (1.0 + scv) * res_k / s / (ODONI_ROTH * gap_k * gap_k)
+            tau_k = z_k * (1.0 + scv) * res_k / s / (ODONI_ROTH * gap_k * gap_k)
             relax = 1.0 - tau_k / period * (1.0 - math.exp(-period / tau_k)) if tau_k > 0 else 1.0
             f_sum += p * relax
             pw_sum += p * relax * pw_k
@@ -385,6 +411,21 @@ def iteration_epoch(
         if extra > 0:  # everyone waits the extra: P(wait) = 1, mean = the total
             cond[g] = pw[g] * cond[g] + extra
             pw[g] = 1.0
+
+
+@njit(cache=True)
+def stall_share(g, n, lam, types, tau, adv, decode, st):
+    """Group ``g``'s prefill-stall share at ``n`` running decodes, ``sum_c lam_c (tau_c(n) st -
+    a_c(n) d(n) / n)``: the time each admitted prompt's iteration holds every running decode
+    back (``a`` of ``n`` decodes carried in it), per second (``fluid_route_wait``)."""
+    n_c, n_m = lam.shape[1], lam.shape[2]
+    out = 0.0
+    for m in range(n_m):
+        t = types[g, m]
+        d = _at(decode[t], n)
+        for c in range(n_c):
+            out += lam[g, c, m] * (_at(tau[t, c], n) * st - _at(adv[t, c], n) * d / max(n, 1e-9))
+    return max(out, 0.0)
 
 
 LINDLEY_TERMS = 4000  # as sim.queueing.lindley_gaussian_mean
