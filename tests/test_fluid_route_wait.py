@@ -100,3 +100,21 @@ def test_routing_table():
         [1, RW.ROUTE_NONE, 1],  # least-loaded over one server: Poisson arrivals
         [0, RW.ROUTE_NONE, 2],  # a Python policy: the M/G/S wait at peakedness 1
     ]
+
+
+def test_routed_wait_solves_its_fixed_point():
+    h2 = RW.min_slope(2)
+    s, n, lam, scv, cv, stall = 32.0, 24.0, 2.4, 0.6, 0.8, 0.27
+    pw, cond, z = RW.routed_wait(RW.ROUTE_LEAST_LOADED, 2, h2, s, n, lam, scv, cv, stall)
+    # only prompts admitted on arrival stall: z is the peakedness at stall x (1 - P(wait at z))
+    assert z == pytest.approx(
+        RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 2, h2, n, cv, stall * (1.0 - pw)), rel=1e-7
+    )
+    lo = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 2, h2, n, cv, 0.0)
+    hi = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 2, h2, n, cv, stall)
+    assert lo < z < hi
+    assert (pw, cond) == pytest.approx(RW.hayward_mgs(s, n, lam, scv, z), rel=1e-12)
+    # no stall: the bracket is one point
+    pw0, cond0, z0 = RW.routed_wait(RW.ROUTE_LEAST_LOADED, 2, h2, s, n, lam, scv, cv, 0.0)
+    assert z0 == pytest.approx(lo, rel=1e-12)
+    assert (pw0, cond0) == pytest.approx(RW.hayward_mgs(s, n, lam, scv, lo), rel=1e-9)

@@ -12,7 +12,10 @@ Peakedness of a server's count (``route_peakedness``), a linearised (diffusion) 
   requests and withholds ``rho_s = sum_c lam_c (tau_c - a_c d / n)`` completions per arrival:
   the count moves ``(1 + rho_s)`` per arrival and its variance is ``(1 + rho_s)^2 n``
   (``stall_share``; measured index of dispersion under random routing 1.6 at 75 % load,
-  1.32 at 85 % truncated at the cap, ``docs/fluid_iteration_gap.md``).
+  1.32 at 85 % truncated at the cap, ``docs/fluid_iteration_gap.md``). Only prompts admitted
+  on arrival move the count so: one that meets a full server is admitted when a request
+  completes, its stall replacing nothing in the count (``routed_wait``: ``rho_s (1 -
+  P(wait))``, solved with the wait).
 * A router that sends each arrival to the least score among ``N`` servers adds a restoring
   force. The score is ``m1 (k + e)``, ``m1`` the mean remaining work of a running request and
   ``e`` a noise of standard deviation ``sigma = c sqrt(n)`` in requests (``c``: coefficient of
@@ -37,7 +40,8 @@ one (service = the residence ``N / lam``, the output length's SCV), and the rela
 that queue (Odoni & Roth) is ``z`` times longer (``S / z`` servers of the same service time).
 
 No fitted constant: ``N``, ``n``, ``tau``, ``a``, ``d`` come from the profile and the scenario,
-``c`` from the output-length samples.
+``c`` from the output-length samples. Measured against the iteration engine in
+``tests/test_fluid_iteration_calibration.py`` (``docs/fluid_iteration_gap.md``).
 """
 
 from __future__ import annotations
