@@ -215,8 +215,7 @@ def iteration_epoch(
     sigma, period, rho_max = par[0], par[1], par[2]
     z, wq = gh[0], gh[1]
     lam = np.zeros((n_g, n_c, n_m))
-    h_of = -1  # the server count whose ``min_slope`` is in h_n
-    h_n = 0.0
+    h_tab = np.full(g_split[:, 2].max() + 1 if n_g else 1, -1.0)  # min_slope by server count
     for g in range(n_g):
         srv = max(g_servers[g], 1.0)
         s = max(run_cap[g], 1.0)
@@ -279,9 +278,11 @@ def iteration_epoch(
         k_split = g_split[g, 0]
         route = g_split[g, 1]  # state-aware router (``fluid_route_wait``), 0 none
         n_srv = g_split[g, 2]
-        if route > 0 and n_srv != h_of:  # h_N once per server count met
-            h_n = min_slope(n_srv)
-            h_of = n_srv
+        h_n = 0.0
+        if route > 0:
+            if h_tab[n_srv] < 0:  # h_N once per server count met
+                h_tab[n_srv] = min_slope(n_srv)
+            h_n = h_tab[n_srv]
         if k_split >= 2 and tau_sum > 0:
             # round-robin over k servers: the previous arrival here came an Erlang-k gap ago,
             # not an exponential one, so its prefill iteration is less often still running.

@@ -57,7 +57,8 @@ ROUTE_LEAST_LOADED = 1  # score = tokens of work left (``iteration/kernel.py`` r
 ROUTE_LEAST_CONNECTIONS = 2  # score = running + queued requests
 _MIN_SLOPE_STEPS = 160  # trapezoid steps over [-8, 8]: relative error < 1e-12 for N <= 400
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
-_FIXED_POINT_STEPS = 30  # bisection on z: 2^-30 of the bracket
+_FIXED_POINT_STEPS = 60  # at most; a few suffice (contraction)
+_FIXED_POINT_TOL = 1e-10  # |g(z) - z| / z at which the iteration stops
 
 
 @njit(cache=True)
@@ -122,17 +123,35 @@ def routed_wait(route, n_srv, h_n, s, n, lam, scv, cv, stall):
     the peakedness ``route_peakedness`` gives when only the prompts admitted on arrival stall
     the running decodes (a share ``1 - P(wait)``; a prompt that meets a full server is admitted
     when a request completes, so the count does not move with its stall). ``z`` solves
-    ``z = route_peakedness(..., stall (1 - P(wait at z)))`` by bisection: the right side falls as
-    ``z`` (so ``P(wait)``) grows, between its values at no stall and at the full stall."""
+    ``z = route_peakedness(..., stall (1 - P(wait at z)))``: ``F(z) = g(z) - z`` with ``g`` the
+    right side, which falls as ``z`` (so ``P(wait)``) grows, so ``F`` has one root in ``[g(0
+    stall), g(full stall)]``. Secant steps from the full stall (a few suffice: ``g`` moves by a
+    few % per unit of ``P(wait)``), kept in the shrinking bracket by bisection."""
     lo = route_peakedness(route, n_srv, h_n, n, cv, 0.0)
     hi = route_peakedness(route, n_srv, h_n, n, cv, stall)
+    if not hi > lo:
+        pw, cond = hayward_mgs(s, n, lam, scv, lo)
+        return pw, cond, lo
+    z_prev = hi
+    f_prev = _excess_peakedness(route, n_srv, h_n, n, cv, stall, s, lam, scv, hi)
+    z = hi + f_prev  # = g(hi), the plain fixed-point step
     for _ in range(_FIXED_POINT_STEPS):
-        z = 0.5 * (lo + hi)
-        pw, _ = hayward_mgs(s, n, lam, scv, z)
-        if route_peakedness(route, n_srv, h_n, n, cv, stall * (1.0 - pw)) > z:
+        f = _excess_peakedness(route, n_srv, h_n, n, cv, stall, s, lam, scv, z)
+        if abs(f) <= _FIXED_POINT_TOL * z:
+            break
+        if f > 0:
             lo = z
         else:
             hi = z
-    z = 0.5 * (lo + hi)
+        step = z - f * (z - z_prev) / (f - f_prev) if f != f_prev else 0.5 * (lo + hi)
+        z_prev, f_prev = z, f
+        z = step if lo < step < hi else 0.5 * (lo + hi)
     pw, cond = hayward_mgs(s, n, lam, scv, z)
     return pw, cond, z
+
+
+@njit(cache=True)
+def _excess_peakedness(route, n_srv, h_n, n, cv, stall, s, lam, scv, z):
+    """``g(z) - z`` of ``routed_wait``."""
+    pw, _ = hayward_mgs(s, n, lam, scv, z)
+    return route_peakedness(route, n_srv, h_n, n, cv, stall * (1.0 - pw)) - z
