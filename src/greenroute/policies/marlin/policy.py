@@ -19,7 +19,20 @@ the deterministic (mean) plan, the epoch's ``k_opt`` sampled plans and (``keep_i
 the agent's previous proposal re-simulated in this epoch (``exploit="best"``);
 ``exploit="mean"`` proposes the mean plan only. Keeping the incumbent is our addition: an
 online learner that is ~100 epochs old otherwise drifts away from plans it had found good
-(seen on marlin8). ``warmup_epochs``: epochs routed local-only
+(seen on marlin8). ``keep_local`` (on by default) adds the local-only plan, which every
+epoch already simulates as the reference of the reward's ratios, to the candidates (also our
+addition; its action is stored as 0, like the incumbent's). Without it, on marlin8
+MARLIN-MinLatency lost to local-only on TTFT on 5 of 5 seeds: the online actor never proposes
+an all-home plan, and with every origin's own datacenter uncongested nearly every epoch is best
+served at home; a stronger home prior alone (``ttft_home_prior`` 2 or 4) still lost on 4 of 5
+(``docs/seed001.md``, "MinLatency after the fluid fix").
+
+The action -> plan map is ``softmax(temperature x a + prior)`` per origin (``nets.to_plan``).
+The paper leaves line 6's "FiLM(a_j, w_j)" (the plan modulated by the agent's weights) open; we
+make the prior that modulation: the home datacenter's logit is ``local_prior + ttft_home_prior
+x w_TTFT`` (:meth:`MarlinPolicy.home_logit`), so an agent that weighs latency starts nearer
+the local plan. With the defaults (2, 0) a zero action keeps e^2 / (e^2 + 7) = 51 % at home
+on marlin8. ``warmup_epochs``: epochs routed local-only
 while the agents already explore and learn (SB3's ``learning_starts``); ``pretrain_epochs``:
 Algorithm 1 repeated on epoch 0's fork before the run's first plan (the paper's pretrained
 initial parameters ``theta_j``). Deterministic for a seed: every agent's torch networks and
@@ -89,10 +102,12 @@ class MarlinPolicy:
         warmup_epochs: int = 0,
         pretrain_epochs: int = 8,
         local_prior: float = 2.0,
+        ttft_home_prior: float = 0.0,
         temperature: float = 4.0,
         her_ratio: float = 0.8,
         her_mix: float = 0.5,
         keep_incumbent: bool = True,
+        keep_local: bool = True,
         sla_coef: float = 5.0,
         eco_coef: float = 0.05,
         ema_coef: float = 0.5,
@@ -122,6 +137,8 @@ class MarlinPolicy:
         self.warmup_epochs = int(warmup_epochs)
         self.pretrain_epochs = int(pretrain_epochs)
         self.local_prior = float(local_prior)
+        self.ttft_home_prior = float(ttft_home_prior)
+        self.keep_local = bool(keep_local)
         self.her = bool(her)
         self.her_ratio = float(her_ratio)
         self.her_mix = float(her_mix)
@@ -196,18 +213,24 @@ class MarlinPolicy:
         mask = obs.allowed[0].copy()
         mask[~mask.any(axis=1)] = True  # an origin with no allowed DC: the validator decides
         self.mask = mask
-        prior = np.zeros((n_o, n_r), dtype=np.float32)
+        home = np.zeros((n_o, n_r), dtype=np.float32)
         for o, name in enumerate(obs.origins):
             if name in obs.regions:
-                prior[o, obs.regions.index(name)] = self.local_prior
+                home[o, obs.regions.index(name)] = 1.0
         self.goals = np.eye(len(OBJECTIVES), dtype=np.float32)
         s = state_features(obs)
         z = film_context(obs, self.goals[0])
         for i, j in enumerate(self.agents_idx):
+            prior = home * self.home_logit(self.goals[j])
             self.agents.append(
                 SACAgent(s.size, z.size, mask, prior, self.goals[j], SACConfig(**self.sac_options),
                          self.seed * 1009 + 17 * i + 1, AgentBuffers())
             )  # fmt: skip
+
+    def home_logit(self, weights: np.ndarray) -> float:
+        """The logit offset of each origin's own datacenter in the agent's action -> plan map
+        (line 6's weight-conditioned modulation): ``local_prior + ttft_home_prior x w_TTFT``."""
+        return self.local_prior + self.ttft_home_prior * float(weights[OBJECTIVES.index("ttft")])
 
     def _local(self, obs: Observation) -> np.ndarray:
         route = np.zeros((obs.n_origins, obs.n_regions))
@@ -251,9 +274,16 @@ class MarlinPolicy:
                 self._push_pending(i, s, z)
             acts, plans = agent.sample(s, z, self.k_opt)  # line 5
             a_m, p_m = agent.exploit(s, z)  # line 11
+            slots = [f"k{k}" for k in range(len(plans))]
             if self.keep_incumbent and self.incumbent[i] is not None:
                 acts = np.vstack([acts, np.zeros_like(a_m)[None]])
                 plans = np.vstack([plans, self.incumbent[i][None]])
+                slots.append("kept")
+            if self.keep_local:  # the local plan; its action is stored as 0, as the incumbent's
+                acts = np.vstack([acts, np.zeros_like(a_m)[None]])
+                plans = np.vstack([plans, self._local(obs).reshape(1, -1)])
+                slots.append("local")
+            slots.append("mean")
             acts = np.vstack([acts, a_m[None]])
             plans = np.vstack([plans, p_m[None]])
             xs, ecos, slas = [], [], []
@@ -283,8 +313,7 @@ class MarlinPolicy:
                 self.incumbent[i] = plans[best]
             prop_x[i] = xs[best]
             if not pretrain:
-                for k, x in enumerate(xs):
-                    slot = "mean" if k == len(xs) - 1 else f"k{k}" if k < self.k_opt else "kept"
+                for slot, x in zip(slots, xs, strict=True):
                     self.archive.append((obs.epoch, f"{OBJECTIVES[self.agents_idx[i]]}:{slot}", x))
                 a = self.rcfg.ema_alpha
                 self.ema[i] = (1 - a) * self.ema[i] + a * xs[best]

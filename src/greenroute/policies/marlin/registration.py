@@ -21,6 +21,8 @@ _HELP = {
     "warmup_epochs": "route local-only for these epochs while learning",
     "pretrain_epochs": "Algorithm 1 repeated on epoch 0's fork before the first plan",
     "local_prior": "logit bonus of each origin's own datacenter in the action -> plan map",
+    "ttft_home_prior": "extra home logit x the agent's TTFT weight (line 6's modulation)",
+    "keep_local": "add the local-only plan to each epoch's candidates (our addition)",
 }
 
 
