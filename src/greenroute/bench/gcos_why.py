@@ -6,7 +6,9 @@ scenario:
 - the load: GPU time needed over GPU time available, and how far DiPTree's p90 is above the
   per-checkpoint mean (the only inputs where the two predictors differ);
 - per policy and predictor: the objective split into egress + compute cost, weighted carbon and
-  priced waiting, and the start delay split into cold start and GPU queue;
+  priced waiting, and the start delay split into cold start and GPU queue. Predictors:
+  ``diptree`` (p90 for waits, leaf mean for energy: the default), ``p90-all`` (p90 for both,
+  the behaviour before 2026-11-26) and ``mean`` (per-checkpoint mean for both);
 - the most that migration can save: a migration copy pays the same egress and energy as the
   miss it replaces (egress is priced by destination), so it can save at most the cold-start
   part of the waiting cost; cache-to-cache (peer) copies change only the time and the
@@ -21,7 +23,11 @@ from greenroute.core.errors import exits_on_user_error
 from greenroute.data.paths import resolve_data_dir
 from greenroute.policies.gcos.common import Weights
 from greenroute.policies.gcos.greedy import GcosGreedy
-from greenroute.policies.gcos.predictor import fitted_predictor, task_exec_estimates
+from greenroute.policies.gcos.predictor import (
+    fitted_predictor,
+    task_energy_estimates,
+    task_exec_estimates,
+)
 from greenroute.policies.gcos.registry import make_gcos_policy
 from greenroute.sim.gcos.engine import GcosSim
 from greenroute.sim.gcos.scenario import get_gcos_scenario
@@ -43,11 +49,18 @@ def why(scenario: str, data_dir, policies: list[str]) -> list[str]:
     w = Weights.of(sc)
     sim = GcosSim(sc, period="eval", data_dir=data_dir)
     preds = {k: fitted_predictor(sc, k, data_dir) for k in ("diptree", "mean")}
+    preds = {"diptree": preds["diptree"],
+             "p90-all": fitted_predictor(sc, "diptree", data_dir, energy_stat="upper"),
+             "mean": preds["mean"]}  # fmt: skip
     need_s = float(sim.tasks.exec_s.sum())
     have_s = sc.hours * 3600.0 * sc.gpus_per_region * sim.n_regions
     trace_true = sim.tasks.exec_s - sim.cat.data_gb[sim.tasks.data] * sc.process_s_per_gb
     est = {k: task_exec_estimates(sim, p) for k, p in preds.items()}
     tp = preds["diptree"].predict(sim.tasks.trace_rows)
+    true_s = sim.tasks.exec_s.sum()
+    energy_ratio = ", ".join(
+        f"{k} {task_energy_estimates(sim, p).sum() / true_s:.3f}" for k, p in preds.items()
+    )
     out = [
         f"scenario {sc.name}: {len(sim.tasks)} tasks, {sc.gpus_per_region} GPUs/region, wait "
         f"{sc.wait_usd_per_h:g} USD/task-h, carbon weight {sc.carbon_usd_per_kg:g} USD/kg",
@@ -55,6 +68,7 @@ def why(scenario: str, data_dir, policies: list[str]) -> list[str]:
         f"  execution-time estimate, DiPTree p90 / mean (sum over tasks): "
         f"{est['diptree'].sum() / est['mean'].sum():.3f}; p90 covers "
         f"{(trace_true <= tp).mean():.3f} of the trace parts",
+        "  energy estimate / true execution time (sum over tasks): " + energy_ratio,
         "  policy            pred     cost$   egress$  carbon$   wait$  cold-wait$  start s"
         "  cold s  queue s  queued",
     ]
