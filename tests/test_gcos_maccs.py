@@ -194,3 +194,33 @@ def test_estimate_candidates_place_like_greedy_and_cache_candidates_stay_in_thei
     assert got != greedy.decide(sim).placements  # the narrower set binds in this window
     with pytest.raises(UnknownNameError, match="estimate"):
         MaccsCore(pred, w, candidates="all")
+
+
+def test_every_maccs_variant_trains_and_runs_with_the_chosen_candidate_set(tmp_path, monkeypatch):
+    """The bench passes one --maccs-candidates to training and evaluation of every variant
+    (a stub trainer records it; the stub actor keeps every task home and never migrates)."""
+    import greenroute.bench.gcos as bench
+    import greenroute.bench.gcos_train as train
+
+    seen: list[tuple[str, str]] = []
+
+    class Home:
+        def predict(self, obs, deterministic=True):
+            return np.stack([np.arange(len(obs)), np.zeros(len(obs), int)], axis=1), None
+
+    def fake_train(sc, pred, *, migrate, candidates, **kw):
+        seen.append(("train", candidates))
+        return Home(), 0.0
+
+    class Core(MaccsCore):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            seen.append(("eval", self.candidates))
+
+    monkeypatch.setattr(train, "train_maccs", fake_train)
+    monkeypatch.setattr(bench, "MaccsCore", Core)
+    bench.main(["--hours", "0.25", "--policies", "maccs,maccs-no-migration,maccs-no-diptree",
+                "--maccs-candidates", "cache", "--out", str(tmp_path)])  # fmt: skip
+    assert seen == [("train", "cache"), ("eval", "cache")] * 3
+    cfg = (tmp_path / "config.json").read_text()
+    assert '"maccs_candidates": "cache"' in cfg and '"energy_estimate": "mean"' in cfg
