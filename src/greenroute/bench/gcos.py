@@ -1,9 +1,10 @@
 """``python -m greenroute.bench.gcos``: every GCOS policy on the ``gcos`` scenario (seed 003).
 
-Fits the execution-time predictors (DiPTree p90 and a per-checkpoint mean) and trains the three
-MACCS variants on the scenario's training period, then runs every policy on the evaluation
-period and prints cost, carbon, energy, makespan, latency, cache hit rates and bytes moved,
-with MACCS's change against each cache-oblivious baseline beside the abstract's claim.
+Fits the execution-time predictors (DiPTree: p90 for waits, leaf mean for energy; and a
+per-checkpoint mean) and trains the three MACCS variants on the scenario's training period,
+then runs every policy on the evaluation period and prints cost, carbon, energy, makespan,
+latency, cache hit rates and bytes moved, with MACCS's change against each cache-oblivious
+baseline beside the abstract's claim.
 Writes ``results.json`` and ``results.csv`` to ``--out``. With ``--train-seeds N`` each MACCS
 variant is trained with N PPO seeds; the command then prints the mean and 95 % interval over the
 seeds and the paired (same-seed) differences of MACCS against each ablation and baseline

@@ -22,8 +22,9 @@ acts with a pair ``(target, migrate)``:
   into ``target``'s caches (at most ``budget_gb`` per window) before the tasks are placed.
 
 All agents share one reward, minus the window's objective (cost + carbon weight * carbon + wait
-penalty) over ``reward_scale``. The estimated wait and the per-task cost use the execution-time
-predictor (DiPTree's upper quantile, or the mean in the ablation).
+penalty) over ``reward_scale``. The estimated wait uses the execution-time predictor's wait
+estimate (DiPTree's upper quantile, or the mean in the ablation), the per-task cost its energy
+estimate (the predictive mean by default; ``predictor.make_backlog``).
 """
 
 from __future__ import annotations
