@@ -86,13 +86,17 @@ def _xfail(why: str):
 # count that the router leaves (``sim/fluid_route_wait.py``: a noisy join-the-least-work router
 # over N servers, linearised, plus the prefill-stall overdispersion; Hayward's approximation);
 # before it, least-loaded read +4.4 / +4.0 / +3.2 % and +4.8 / -0.3 / +1.5 % with noise.
+# Queued prompts behind least-loaded (2026-11-26, night): the router seldom picks a server whose
+# score holds a queued prompt, so only ``fluid_route_wait.queued_prompt_share`` of the
+# prompts-ahead term is met; under minute noise the fixed part is arrival-weighted over the
+# noise nodes as the wait is. Before: +4.4 / +3.3 / -1.4 % and +4.6 / -3.0 / -1.1 % with noise.
 CASES = [  # local policy, utilisation, noise sigma, why it fails (None: passes)
-    ("least-loaded", 0.60, 0.0, None),  # TTFT +4.4 %
-    ("least-loaded", 0.75, 0.0, None),  # TTFT +3.3 %
-    ("least-loaded", 0.85, 0.0, None),  # TTFT -1.4 %
-    ("least-loaded", 0.60, 0.125, None),  # TTFT +4.6 %
-    ("least-loaded", 0.75, 0.125, None),  # TTFT -3.0 %
-    ("least-loaded", 0.85, 0.125, None),  # TTFT -1.1 %
+    ("least-loaded", 0.60, 0.0, None),  # TTFT +1.7 %
+    ("least-loaded", 0.75, 0.0, None),  # TTFT +0.0 %
+    ("least-loaded", 0.85, 0.0, None),  # TTFT -3.9 %
+    ("least-loaded", 0.60, 0.125, None),  # TTFT +2.2 %
+    ("least-loaded", 0.75, 0.125, None),  # TTFT -4.9 % (the closest to the bar)
+    ("least-loaded", 0.85, 0.125, None),  # TTFT -1.7 %
     ("round-robin", 0.60, 0.0, None),  # TTFT -0.2 %
     ("round-robin", 0.75, 0.0, None),  # TTFT -4.9 %
     ("round-robin", 0.85, 0.0, None),  # TTFT +0.6 %
@@ -120,24 +124,19 @@ _RND75 = (
     "arrival has variance 33.1 at mean 20.7 (Poisson: 20.7), 5.1 % of arrivals meet a full server, "
     "the chain gives 1.8 % (docs/fluid_iteration_gap.md)"
 )
-_LL_FIXED = (
-    "least-loaded over 4 and 8 servers: the fixed part of TTFT (residual iteration, "
-    "prompts queued ahead, own prefill) is too long, not the slot wait (the model's wait is "
-    "0.0002 s at 4 servers 75 %, 0.002 s at 8 servers 85 %; 4 servers at 60 %, no wait on either "
-    "side, read +6.0 %). Not measured; likely: more servers let the router avoid one that holds "
-    "an unprefilled prompt (its tokens are in the score), which the Poisson residual ignores"
-)
 HELD_OUT = [  # local policy, utilisation, servers, why it fails (None: passes)
     ("round-robin", 0.70, 2, None),  # TTFT -1.0 %
     ("round-robin", 0.85, 4, None),  # TTFT +3.1 %
     ("random", 0.85, 2, None),  # TTFT +1.4 %
     ("random", 0.75, 2, _RND75),
-    ("least-loaded", 0.85, 4, None),  # TTFT +3.3 %
-    # run only after the routed peakedness was final (M/G/S before: +6.7, +29.5, +10.9, +54.5 %)
-    ("least-loaded", 0.80, 2, None),  # TTFT +4.9 %
-    ("least-loaded", 0.85, 3, None),  # TTFT +2.0 %
-    ("least-loaded", 0.75, 4, f"{_LL_FIXED} (TTFT +8.0 %)"),
-    ("least-loaded", 0.85, 8, f"{_LL_FIXED} (TTFT +5.7 %)"),
+    ("least-loaded", 0.85, 4, None),  # TTFT -1.5 % (+3.3 % before the queued-prompt share)
+    # run only after the routed peakedness was final (M/G/S before: +6.7, +29.5, +10.9, +54.5 %;
+    # routed peakedness: +4.9, +2.0, +8.0, +5.7 %, the last two strict xfails, their miss in the
+    # fixed part); now, with the queued-prompt share:
+    ("least-loaded", 0.80, 2, None),  # TTFT +1.7 %
+    ("least-loaded", 0.85, 3, None),  # TTFT -1.9 %
+    ("least-loaded", 0.75, 4, None),  # TTFT +3.2 %
+    ("least-loaded", 0.85, 8, None),  # TTFT -0.4 %
 ]  # fmt: skip
 
 
@@ -153,26 +152,28 @@ def test_fluid_matches_iteration_engine_held_out(local, util, servers):
 # The demo's three regions: interactive + 0.2 deferrable (long vidur-arxiv prompts, mean 2600
 # tokens) per interactive request, utilisation of each region's sustainable rate for that mix.
 _DEMO_NOISE = (
-    "demo mix, least-loaded, 85 % with minute noise: TTFT +12.5 % (+11.0 % before the routed "
-    "peakedness, -2.0 % without noise, +0.9 % with noise at 75 %): the excess is in the "
-    "minute-noise part of the wait (relaxation-weighted node waits, the Lindley backlog), "
-    "which was already +11 % at peakedness 1; not decomposed further "
-    "(docs/fluid_iteration_gap.md)"
+    "demo mix, least-loaded, 85 % with minute noise: TTFT +12.1 % (+12.5 % before the "
+    "queued-prompt share, +11.0 % before the routed peakedness; -3.4 % without noise, -0.3 % "
+    "with noise at 75 %): the excess is in the minute-noise part of the wait, which is "
+    "hypersensitive to capacity here (the fluid at 0.85 / 1.0374 reads -32 %), and a saturated "
+    "engine serves 3.8 % more demo-mix work per second than the fluid's 1 / w (interactive "
+    "alone: -0.5 %); not explained (docs/fluid_iteration_gap.md)"
 )
 _DEMO_LL75 = (
-    "demo mix, least-loaded, 75 %: TTFT -6.6 % (-8.4 % before the routed peakedness; +1.9 % at "
-    "60 %, -2.0 % at 85 %). The slot wait is short: the engine finds a full server for 6.2 % of "
-    "arrivals (delay there 0.57 s, one seed), the model's P(wait) was 0.006 before the routed "
-    "peakedness; the count's spread under the long deferrable prompts at moderate load is "
-    "wider than the routed peakedness gives, not decomposed further "
-    "(docs/fluid_iteration_gap.md)"
+    "demo mix, least-loaded, 75 %: TTFT -8.7 % (-6.6 % before the queued-prompt share, -8.4 % "
+    "before the routed peakedness; -0.1 % at 60 %, -3.4 % at 85 %). The slot wait is short: "
+    "the engine finds a full server for 6.2 % of arrivals (delay there 0.57 s, one seed), the "
+    "model's P(wait) was 0.006 before the routed peakedness; the count's spread under the long "
+    "deferrable prompts at moderate load is wider than the routed peakedness gives, not "
+    "decomposed further (docs/fluid_iteration_gap.md)"
 )
 DEMO_CASES = [
-    ("least-loaded", 0.60, 0.0, None),  # TTFT +1.9 %
-    # -8.4 % before the routed peakedness (fluid_route_wait)
+    ("least-loaded", 0.60, 0.0, None),  # TTFT -0.1 % (+1.9 % before the queued-prompt share)
+    # -8.4 % before the routed peakedness (fluid_route_wait), -6.6 % before the queued-prompt
+    # share
     ("least-loaded", 0.75, 0.0, _DEMO_LL75),
-    # -12.3 % before the routed peakedness
-    ("least-loaded", 0.85, 0.0, None),  # TTFT -2.0 %
+    # -12.3 % before the routed peakedness, -2.0 % before the queued-prompt share
+    ("least-loaded", 0.85, 0.0, None),  # TTFT -3.4 %
     # held out when the noise model was chosen (it was +20 % / +63 % before)
     ("least-loaded", 0.85, 0.125, _DEMO_NOISE),
     # held out for the split-arrival wait (it read +2.4 % on the least-loaded model)

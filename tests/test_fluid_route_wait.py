@@ -118,3 +118,50 @@ def test_routed_wait_solves_its_fixed_point():
     pw0, cond0, z0 = RW.routed_wait(RW.ROUTE_LEAST_LOADED, 2, h2, s, n, lam, scv, cv, 0.0)
     assert z0 == pytest.approx(lo, rel=1e-12)
     assert (pw0, cond0) == pytest.approx(RW.hayward_mgs(s, n, lam, scv, lo), rel=1e-9)
+
+
+def test_chosen_despite_closed_forms():
+    # no handicap: the server is the least of N as often as any other (N x 1/N)
+    for n_srv in (2, 3, 5):
+        assert RW.chosen_despite(n_srv, 0.0) == pytest.approx(1.0, rel=1e-9)
+    # N = 2: P(X1 + d < X2) = P(X2 - X1 > d) = Phi(-d / sqrt(2)), times 2
+    for d in (0.7, 1.64):
+        want = 2.0 * 0.5 * math.erfc(d / math.sqrt(2.0) / math.sqrt(2.0))
+        assert RW.chosen_despite(2, d) == pytest.approx(want, rel=1e-9)
+    assert RW.chosen_despite(1, 3.0) == 1.0  # one server: no choice
+
+
+def test_chosen_despite_three_servers_against_quadrature():
+    from scipy.integrate import quad
+    from scipy.stats import norm
+
+    d = 1.2
+    ref = 3.0 * quad(lambda x: norm.pdf(x) * norm.sf(x + d) ** 2, -np.inf, np.inf)[0]
+    assert RW.chosen_despite(3, d) == pytest.approx(ref, rel=1e-8)
+    assert RW.chosen_despite(4, d) < RW.chosen_despite(3, d) < RW.chosen_despite(2, d)
+
+
+def test_queued_prompt_share_by_hand():
+    ll, lc = RW.ROUTE_LEAST_LOADED, RW.ROUTE_LEAST_CONNECTIONS
+    # exponential outputs of mean 200: remaining work mean m1 = E[O^2] / (2 E[O]) = 200, CV 1;
+    # 16 running: sigma = 200 sqrt(16 x 2) = 1131.37 tokens. A queued request adds
+    # E[P] + E[O] - 1 = sigma when E[P] = sigma - 199, so delta = 1: 2 Phi(-1 / sqrt 2)
+    e_o, e_o2, n = 200.0, 2 * 200.0**2, 16.0
+    sigma = 200.0 * math.sqrt(32.0)
+    e_p = sigma - 199.0
+    got = RW.queued_prompt_share(ll, 2, n, e_p, e_p * e_p, e_o, e_o2, 1.0, 0.0)
+    assert got == pytest.approx(math.erfc(0.5), rel=1e-9)  # 2 Phi(-1/sqrt2) = erfc(1/2)
+    assert got == pytest.approx(0.4795, abs=1e-4)
+    # a prefill iteration in progress a quarter of the time adds its prompt to the spread:
+    # 0.25 E[P^2] - (0.25 E[P])^2
+    e_p2 = 1.5 * e_p * e_p
+    var = sigma**2 + 0.25 * e_p2 - (0.25 * e_p) ** 2
+    got = RW.queued_prompt_share(ll, 2, n, e_p, e_p2, e_o, e_o2, 1.0, 0.25)
+    assert got == pytest.approx(RW.chosen_despite(2, sigma / math.sqrt(var)), rel=1e-12)
+    # least-connections: one request against the Poisson spread sqrt(n) of the count
+    assert RW.queued_prompt_share(lc, 4, n, e_p, e_p2, e_o, e_o2, 1.0, 0.25) == pytest.approx(
+        RW.chosen_despite(4, 0.25), rel=1e-12
+    )
+    # no state-aware router, or one server: every queued prompt is met
+    assert RW.queued_prompt_share(RW.ROUTE_NONE, 2, n, e_p, e_p2, e_o, e_o2, 1.0, 0.25) == 1.0
+    assert RW.queued_prompt_share(ll, 1, n, e_p, e_p2, e_o, e_o2, 1.0, 0.25) == 1.0

@@ -126,7 +126,7 @@ class FluidBackend:
         slot-seconds at the running cap (a request costs ``S w`` of them, ``w`` = server-seconds
         per request when ``S`` requests run), so its capacity, backlog and utilisation are those
         of the iteration server; energy and the wait are then corrected per epoch."""
-        from greenroute.sim.fluid_iteration import output_moments, routing, saturation_work_s
+        from greenroute.sim.fluid_iteration import class_moments, routing, saturation_work_s
 
         self.prof = self.svc.iteration_profile()
         slots = np.maximum(self.g_slots, 1.0)
@@ -149,7 +149,7 @@ class FluidBackend:
         gh = c(np.stack([self.gh_z, self.gh_w]))
         par = np.array([self.sigma, NOISE_PERIOD_S, RHO_MAX_STABLE])
         split = routing(self.local_codes, self.g_region, self.g_servers)
-        e_min = np.array([output_moments(o) for o in self.svc.samples[1]])  # [C, 2]
+        e_min = np.array([class_moments(p, o) for p, o in zip(*self.svc.samples, strict=True)])
         self.it_par = (gh, par, c(split, dtype=np.int64), c(e_min, dtype=float))
         self.pre = np.zeros(self.n_g)
         self.e_pf_it = np.zeros_like(self.svc.e_pf[:, CLASS_INTERACTIVE, :])

@@ -26,7 +26,9 @@ Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running
   the running iteration started, ``lam_c x E[age]`` of class ``c`` with ``E[age]`` = the mean
   residual, each costing ``ahead[t, c]`` = the prompt curve's marginal time of its tokens in
   the same iteration, or its whole own iteration when the two prompts overflow the token budget
-  (profiled over pairs of sampled prompts; what long deferrable prompts do to interactive ones)
+  (profiled over pairs of sampled prompts; what long deferrable prompts do to interactive ones;
+  behind least-loaded and least-connections only the share ``fluid_route_wait.
+  queued_prompt_share`` of it: the router seldom picks a server whose score holds a queued prompt)
   + a wait for a running slot, per server (no pooling: a request is queued at the server its
   local policy picks on arrival), by local policy: round-robin and random a birth-death queue
   with the saturated rate at the cap (``fluid_iteration_kernel.split_wait``); least-loaded and
@@ -40,10 +42,12 @@ Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running
   wait (``N`` re-solved at the node's rate, held at ``RHO_MAX_STABLE``), each weighted also by
   the share of the minute it takes to relax to it, ``1 - tau/T (1 - exp(-T/tau))`` with
   Odoni & Roth's relaxation time ``tau = (1 + scv) (N / lam) / S / (2.8 (1 - sqrt(N/S))^2)``
-  (nodes near saturation relax slowly, so their huge stationary waits count little); plus the
-  backlog carried from minute to minute (Lindley's recursion with Gaussian increments
-  ``(u m - 1) T``, mean by Spitzer's identity) and the linear build-up within an overloaded
-  minute; everyone waits those.
+  (nodes near saturation relax slowly, so their huge stationary waits count little); the
+  fixed part above (residual, prompts ahead, own iteration) likewise arrival-weighted over the
+  nodes at each node's rate (not for round-robin, which keeps the mean rate's Erlang-k
+  residual); plus the backlog carried from minute to minute (Lindley's recursion with
+  Gaussian increments ``(u m - 1) T``, mean by Spitzer's identity) and the linear build-up
+  within an overloaded minute; everyone waits those.
 
 Power caps: a cap leaving ``k`` of ``S`` slots usable gives a running cap ``k`` and prefill
 iterations stretched by ``S / k`` at ``k / S`` of their dynamic power, as the engine throttles
@@ -219,10 +223,18 @@ def min_pair_mean(x: np.ndarray) -> float:
     return float((x * (2.0 * (n - np.arange(n)) - 1.0)).sum() / (n * n))
 
 
-def output_moments(x: np.ndarray) -> tuple[float, float]:
-    """``(E[min(O1, O2)], E[O^3])`` of the output-length samples."""
-    x = np.asarray(x, dtype=float).ravel()
-    return min_pair_mean(x), float((x**3).mean()) if x.size else 0.0
+def class_moments(prompt: np.ndarray, output: np.ndarray) -> tuple[float, float, float, float]:
+    """``(E[min(O1, O2)], E[O^3], E[P], E[P^2])`` of a class's output and prompt-length samples
+    (the kernel's ``e_min`` row: the peakedness term, the remaining work's spread, and the
+    prompt tokens in a least-loaded score, ``fluid_route_wait.queued_prompt_share``)."""
+    x = np.asarray(output, dtype=float).ravel()
+    p = np.asarray(prompt, dtype=float).ravel()
+    return (
+        min_pair_mean(x),
+        float((x**3).mean()) if x.size else 0.0,
+        float(p.mean()) if p.size else 0.0,
+        float((p * p).mean()) if p.size else 0.0,
+    )
 
 
 def split_order(codes: np.ndarray, g_region: np.ndarray, g_servers: np.ndarray) -> np.ndarray:

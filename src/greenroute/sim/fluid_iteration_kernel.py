@@ -13,6 +13,7 @@ from numba import njit
 
 from greenroute.sim.fluid_route_wait import (
     min_slope,
+    queued_prompt_share,
     remaining_work_cv,
     routed_wait,
 )
@@ -306,6 +307,8 @@ def iteration_epoch(
         e_o2 = 0.0
         e_mn = 0.0  # E[min(O1, O2)] of two requests of the group's mix
         e_o3 = 0.0  # E[O^3]: the remaining work's spread (``fluid_route_wait``)
+        e_p = 0.0  # E[P], prompt tokens
+        e_p2 = 0.0
         for c in range(n_c):
             k = 0.0
             for m in range(n_m):
@@ -314,8 +317,16 @@ def iteration_epoch(
             e_o2 += k * e_out2[c] / n_req
             e_mn += k * e_min[c, 0] / n_req
             e_o3 += k * e_min[c, 1] / n_req
+            e_p += k * e_min[c, 2] / n_req
+            e_p2 += k * e_min[c, 3] / n_req
         scv = max(e_o2 / (e_o * e_o) - 1.0, 0.0) if e_o > 0 else 1.0
         cv = remaining_work_cv(e_o, e_o2, e_o3)  # of the least-loaded router's score
+        share_q = 1.0
+        if route > 0:
+            # a state-aware router seldom sends an arrival to a server whose score carries a
+            # queued prompt: only that share of the prompts-ahead term is met
+            share_q = queued_prompt_share(route, n_srv, n, e_p, e_p2, e_o, e_o2, cv, tau_sum)
+            pre[g] -= resid * ahead_rate * (1.0 - share_q)
         # split arrivals (round-robin over k servers: Erlang-k gaps, ca^2 = 1 / k; random:
         # Poisson): peakedness of the running requests (G/GI/inf, Whitt 1982 / Eick, Massey &
         # Whitt 1993: z = 1 + (ca^2 - 1) mu int Gbar^2 = 1 + (ca^2 - 1) E[min(O1, O2)] / E[O],
@@ -367,6 +378,7 @@ def iteration_epoch(
         pw_sum = 0.0
         pwc_sum = 0.0
         f_sum = 0.0
+        pre_sum = 0.0  # the fixed part, arrival-weighted over the nodes as the wait
         build = 0.0
         for k in range(z.size):
             mult = math.exp(sig * z[k] - 0.5 * sig * sig)
@@ -380,6 +392,13 @@ def iteration_epoch(
                     lam[g, c, m] = base[c, m] * m_eff
             lam_k = lam_tot * m_eff
             n_k = running(g, lam, lam_k, types, tau, adv, decode, e_out, s, st)
+            if k_split <= 1:
+                # the residual iteration and the prompts ahead grow with the rate: an arrival
+                # meets them at its minute's rate (round-robin keeps the mean rate's, with
+                # its Erlang-k residual)
+                r_k, a_k, own_k, _ = _fixed_parts(g, n_k, lam, lam_k, types, tau, tau2, adv,
+                                                  decode, e_out, ahead, st)  # fmt: skip
+                pre_sum += p * (r_k * (1.0 + a_k * share_q) + own_k)  # share at the mean rate
             z_k = 1.0
             if k_split >= 1:
                 pw_k, cond_k = chain_wait(tab, m_eff, lam_tot, s, z_split)
@@ -403,6 +422,8 @@ def iteration_epoch(
             pw_sum += p * relax * pw_k
             pwc_sum += p * relax * pw_k * cond_k
         lam[g] = base
+        if k_split <= 1:
+            pre[g] = pre_sum / p_sum
         pw[g] = pw_sum / f_sum
         cond[g] = (pwc_sum / f_sum) / pw[g] if pw[g] > 0 else 0.0
         # the backlog carried from minute to minute (Lindley's recursion over noise periods,
@@ -412,6 +433,43 @@ def iteration_epoch(
         if extra > 0:  # everyone waits the extra: P(wait) = 1, mean = the total
             cond[g] = pw[g] * cond[g] + extra
             pw[g] = 1.0
+
+
+@njit(cache=True)
+def _fixed_parts(g, n, lam, lam_tot, types, tau, tau2, adv, decode, e_out, ahead, st):
+    """The pieces of ``pre`` at ``n`` running decodes and rates ``lam`` (as
+    ``iteration_epoch``'s mean-rate ``pre``, without round-robin's Erlang-k residual):
+    ``(resid, ahead_rate, own, busy_pf)``: the mean age of the running iteration ``0.5 (sum lam
+    E[tau^2] + r_d d^2)``, the prompts-ahead rate ``sum lam ahead``, the interactive prompt's
+    own iteration ``E[tau]`` and the prefill busy share ``sum lam tau``."""
+    n_c, n_m = lam.shape[1], lam.shape[2]
+    d = 0.0
+    for m in range(n_m):
+        wm = 0.0
+        for c in range(n_c):
+            wm += lam[g, c, m]
+        d += wm / lam_tot * _at(decode[types[g, m]], n)
+    tau2_sum = 0.0
+    tau_sum = 0.0
+    dec_sum = 0.0
+    ahead_rate = 0.0
+    own = 0.0
+    lam_i = 0.0
+    for m in range(n_m):
+        t = types[g, m]
+        for c in range(n_c):
+            lv = lam[g, c, m]
+            tc = _at(tau[t, c], n) * st
+            tau2_sum += lv * _at(tau2[t, c], n) * st * st
+            tau_sum += lv * tc
+            ahead_rate += lv * ahead[t, c] * st
+            dec_sum += lv * max(max(e_out[c] - 1.0, 0.0) - _at(adv[t, c], n), 0.0)
+            if c == 0:
+                own += lv * tc
+                lam_i += lv
+    r_d = dec_sum / max(n, 1e-9)
+    own = own / lam_i if lam_i > 0 else 0.0
+    return 0.5 * (tau2_sum + r_d * d * d), ahead_rate, own, tau_sum
 
 
 @njit(cache=True)
