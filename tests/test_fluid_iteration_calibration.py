@@ -4,7 +4,7 @@ engine (issue 8): carbon and energy within 1 %, mean TTFT within 5 % at 60-85 % 
 Utilisation here (both engines): offered rate / the iteration server's sustainable rate
 ``1 / w`` (``fluid_iteration.saturation_work_s``: 2.834 requests/s per 4 x H100 Llama-2-70B
 server; a saturated iteration engine run serves 2.83/s). Single region, 2 servers, flat load
-(``bench/calibrate.py``), two seeds pooled, a quarter day each.
+(``bench/calibrate.py``), six seeds pooled, a quarter day each.
 ``python -m greenroute.bench.calibrate --server-model iteration`` prints the wider grid.
 """
 
@@ -23,11 +23,12 @@ from greenroute.sim.prepare import prepare
 
 ENERGY_TOL = 0.01  # carbon and energy (issue 8)
 TTFT_TOL = 0.05  # mean TTFT at 60-85 % utilisation (issue 8)
-# Two seeds, a quarter day each. The minute-noise cases at 75-85 % swing by 10-15 points from one
-# seed pair to the next (least-loaded 75 % with noise: -4.9 % on seeds 0-1, +5.1 % pooled over
-# seeds 0-5; 85 %: -1.7 % / +6.9 %); the no-noise cases by about 3 points. Seeds 0-5 for every
-# case: docs/fluid_iteration_gap.md, "Two seeds are not enough for the noisy cases".
-SEEDS = (0, 1)
+# Six seeds, a quarter day each. With two (seeds 0-1, until 2026-11-26) the minute-noise cases at
+# 75-85 % passed or failed by the seeds drawn (least-loaded 75 % with noise: -4.9 % on seeds 0-1,
+# +5.1 % pooled over seeds 0-5; 85 %: -1.7 % / +6.9 %; the engine's own mean TTFT there spans
+# 0.24-0.32 s and 0.86-1.35 s over those seeds); six make the verdict the model's, not the
+# draw's: docs/fluid_iteration_gap.md, "Two seeds are not enough for the noisy cases".
+SEEDS = (0, 1, 2, 3, 4, 5)
 DAYS = 0.25
 
 
@@ -94,16 +95,26 @@ def _xfail(why: str):
 # score holds a queued prompt, so only ``fluid_route_wait.queued_prompt_share`` of the
 # prompts-ahead term is met; under minute noise the fixed part is arrival-weighted over the
 # noise nodes as the wait is. Before: +4.4 / +3.3 / -1.4 % and +4.6 / -3.0 / -1.1 % with noise.
+# The figures beside each case are six seeds pooled (the test's SEEDS), measured 2026-11-26;
+# those quoted as "before" above were seeds 0-1.
+_LL_NOISE = (
+    "least-loaded with minute noise at {u}: TTFT {e} over seeds 0-5 (on seeds 0-1 alone it "
+    "passed: {e01}); the engine's mean TTFT per seed spans {span}: the noise realisation of a "
+    "quarter day dominates, and the model's noise-averaged wait overshoots the six-seed mean "
+    "(docs/fluid_iteration_gap.md, 'Two seeds are not enough for the noisy cases')"
+)
 CASES = [  # local policy, utilisation, noise sigma, why it fails (None: passes)
-    ("least-loaded", 0.60, 0.0, None),  # TTFT +1.7 %
-    ("least-loaded", 0.75, 0.0, None),  # TTFT +0.0 %
-    ("least-loaded", 0.85, 0.0, None),  # TTFT -3.9 %
-    ("least-loaded", 0.60, 0.125, None),  # TTFT +2.2 %
-    ("least-loaded", 0.75, 0.125, None),  # TTFT -4.9 % (the closest to the bar)
-    ("least-loaded", 0.85, 0.125, None),  # TTFT -1.7 %
-    ("round-robin", 0.60, 0.0, None),  # TTFT -0.2 %
-    ("round-robin", 0.75, 0.0, None),  # TTFT -4.9 %
-    ("round-robin", 0.85, 0.0, None),  # TTFT +0.6 %
+    ("least-loaded", 0.60, 0.0, None),  # TTFT +2.1 %
+    ("least-loaded", 0.75, 0.0, None),  # TTFT +1.6 %
+    ("least-loaded", 0.85, 0.0, None),  # TTFT -1.0 %
+    ("least-loaded", 0.60, 0.125, None),  # TTFT +2.4 %
+    ("least-loaded", 0.75, 0.125,
+     _LL_NOISE.format(u="75 %", e="+5.1 %", e01="-4.9 %", span="0.24-0.32 s")),
+    ("least-loaded", 0.85, 0.125,
+     _LL_NOISE.format(u="85 %", e="+6.9 %", e01="-1.7 %", span="0.86-1.35 s")),
+    ("round-robin", 0.60, 0.0, None),  # TTFT +0.2 %
+    ("round-robin", 0.75, 0.0, None),  # TTFT -3.2 %
+    ("round-robin", 0.85, 0.0, None),  # TTFT +4.9 %
 ]  # fmt: skip
 
 
@@ -124,23 +135,24 @@ def test_fluid_matches_iteration_engine(local, util, sigma):
 # measured, with no constant fitted to it.
 _RND75 = (
     "random at 75 %: the birth-death chain misses most of the engine's slot wait at moderate load "
-    "(TTFT -14.7 %; -3.0 % at 60 %, +1.4 % at 85 %). Measured: the engine's running count at "
-    "arrival has variance 33.1 at mean 20.7 (Poisson: 20.7), 5.1 % of arrivals meet a full server, "
-    "the chain gives 1.8 % (docs/fluid_iteration_gap.md)"
+    "(TTFT -12.9 % over seeds 0-5, -14.7 % on seeds 0-1; +0.2 % at 85 %). Measured: the "
+    "engine's running count at arrival has variance 33.1 at mean 20.7 (Poisson: 20.7), 5.1 % "
+    "of arrivals meet a full server, the chain gives 1.8 % (docs/fluid_iteration_gap.md)"
 )
 HELD_OUT = [  # local policy, utilisation, servers, why it fails (None: passes)
-    ("round-robin", 0.70, 2, None),  # TTFT -1.0 %
-    ("round-robin", 0.85, 4, None),  # TTFT +3.1 %
-    ("random", 0.85, 2, None),  # TTFT +1.4 %
+    ("round-robin", 0.70, 2, None),  # TTFT -0.6 %
+    ("round-robin", 0.85, 4, "round-robin over 4 servers at 85 %: TTFT +6.1 % over seeds 0-5 "
+     "(+3.1 % on seeds 0-1); the birth-death chain with Erlang-4 gaps overshoots, not decomposed"),
+    ("random", 0.85, 2, None),  # TTFT +0.2 %
     ("random", 0.75, 2, _RND75),
-    ("least-loaded", 0.85, 4, None),  # TTFT -1.5 % (+3.3 % before the queued-prompt share)
+    ("least-loaded", 0.85, 4, None),  # TTFT +0.9 % (+5.8 % before the queued-prompt share)
     # run only after the routed peakedness was final (M/G/S before: +6.7, +29.5, +10.9, +54.5 %;
     # routed peakedness: +4.9, +2.0, +8.0, +5.7 %, the last two strict xfails, their miss in the
     # fixed part); now, with the queued-prompt share:
-    ("least-loaded", 0.80, 2, None),  # TTFT +1.7 %
-    ("least-loaded", 0.85, 3, None),  # TTFT -1.9 %
-    ("least-loaded", 0.75, 4, None),  # TTFT +3.2 %
-    ("least-loaded", 0.85, 8, None),  # TTFT -0.4 %
+    ("least-loaded", 0.80, 2, None),  # TTFT +2.6 %
+    ("least-loaded", 0.85, 3, None),  # TTFT +2.7 %
+    ("least-loaded", 0.75, 4, None),  # TTFT +3.5 %
+    ("least-loaded", 0.85, 8, None),  # TTFT +0.4 %
 ]  # fmt: skip
 
 
@@ -156,34 +168,33 @@ def test_fluid_matches_iteration_engine_held_out(local, util, servers):
 # The demo's three regions: interactive + 0.2 deferrable (long vidur-arxiv prompts, mean 2600
 # tokens) per interactive request, utilisation of each region's sustainable rate for that mix.
 _DEMO_NOISE = (
-    "demo mix, least-loaded, 85 % with minute noise: TTFT +12.1 % (+12.5 % before the "
-    "queued-prompt share, +11.0 % before the routed peakedness; -3.4 % without noise, -0.3 % "
-    "with noise at 75 %): the excess is in the minute-noise part of the wait, which is "
+    "demo mix, least-loaded, 85 % with minute noise: TTFT +18.7 % over seeds 0-5 (+12.1 % on "
+    "seeds 0-1; +12.5 % before the queued-prompt share, +11.0 % before the routed peakedness; "
+    "+0.9 % without noise): the excess is in the minute-noise part of the wait, which is "
     "hypersensitive to capacity here (the fluid at 0.85 / 1.0374 reads -32 %), and a saturated "
     "engine serves 3.8 % more demo-mix work per second than the fluid's 1 / w (interactive "
     "alone: -0.5 %); not explained (docs/fluid_iteration_gap.md)"
 )
 _DEMO_LL75 = (
-    "demo mix, least-loaded, 75 %: TTFT -8.7 % (-6.6 % before the queued-prompt share, -8.4 % "
-    "before the routed peakedness; -0.1 % at 60 %, -3.4 % at 85 %). The slot wait is short: "
+    "demo mix, least-loaded, 75 %: TTFT -8.4 % over seeds 0-5, -8.7 % on seeds 0-1 (-6.6 % "
+    "before the queued-prompt share, -8.4 % before the routed peakedness; +0.2 % at 60 %, "
+    "+0.9 % at 85 %). The slot wait is short: "
     "the engine finds a full server for 6.2 % of arrivals (delay there 0.57 s, one seed), the "
     "model's P(wait) was 0.006 before the routed peakedness; the count's spread under the long "
     "deferrable prompts at moderate load is wider than the routed peakedness gives, not "
     "decomposed further (docs/fluid_iteration_gap.md)"
 )
 DEMO_CASES = [
-    ("least-loaded", 0.60, 0.0, None),  # TTFT -0.1 % (+1.9 % before the queued-prompt share)
+    ("least-loaded", 0.60, 0.0, None),  # TTFT +0.2 % (+2.2 % before the queued-prompt share)
     # -8.4 % before the routed peakedness (fluid_route_wait), -6.6 % before the queued-prompt
     # share
     ("least-loaded", 0.75, 0.0, _DEMO_LL75),
     # -12.3 % before the routed peakedness, -2.0 % before the queued-prompt share
-    ("least-loaded", 0.85, 0.0, None),  # TTFT -3.4 %
+    ("least-loaded", 0.85, 0.0, None),  # TTFT +0.9 %
     # held out when the noise model was chosen (it was +20 % / +63 % before)
     ("least-loaded", 0.85, 0.125, _DEMO_NOISE),
     # held out for the split-arrival wait (it read +2.4 % on the least-loaded model)
-    ("round-robin", 0.80, 0.0, "demo mix, round-robin: long deferrable prompts, as in the "
-     "least-loaded demo cases; the split-arrival wait takes residences as exponential "
-     "(TTFT -6.8 %)"),
+    ("round-robin", 0.80, 0.0, None),  # TTFT -3.9 % (-6.8 % on seeds 0-1 alone)
 ]  # fmt: skip
 
 
