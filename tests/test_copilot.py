@@ -133,7 +133,10 @@ def test_every_number_of_an_explanation_matches_the_simulator(run_dir):
         assert float(m[2]) == pytest.approx(abs(d["ttft"]), abs=0.05 + 1e-9)
         assert (m[1] == "+") == (d["ttft"] >= 0)
     assert "It did not send this work to Chile (CL-SIC)." in text
-    assert deltas[CL]["carbon"] < 0 and deltas[CL]["pp"] > 10  # cleaner, but overloaded
+    # the case the question is about: Chile is cleaner, but overloaded (7.6 points more SLO
+    # misses since the fluid model's least-loaded slot wait of 2026-11-26, 1c762c3/0f595fc;
+    # above 10 before it)
+    assert deltas[CL]["carbon"] < 0 and deltas[CL]["pp"] > 5
     assert "The plan taken has the lowest objective J of these options" in text
 
 
