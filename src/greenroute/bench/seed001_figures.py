@@ -49,6 +49,12 @@ PAPER = {  # seed 001 §6.1 and §6.3
 }
 
 
+def _tags(df: pd.DataFrame) -> pd.Series:
+    """The run's tag, "" where none: an all-empty tag column reads back from CSV as float NaN,
+    and pandas will refuse to fill a float column with a string."""
+    return df.tag.astype(object).fillna("")
+
+
 def ci95(values) -> tuple[float, float, int]:
     """Mean, 95 % CI half-width (Student t, n - 1 dof; 0 for one value) and n
     (``report_data.mean_ci``, which leaves the half-width NaN for one value)."""
@@ -59,7 +65,7 @@ def ci95(values) -> tuple[float, float, int]:
 
 
 def _main_rows(df: pd.DataFrame, scenario: str = "marlin8") -> pd.DataFrame:
-    return df[(df.scenario == scenario) & (df.weights == "balanced") & (df.tag.fillna("") == "")]
+    return df[(df.scenario == scenario) & (df.weights == "balanced") & (_tags(df) == "")]
 
 
 def metric_table(df: pd.DataFrame, by: tuple[str, ...] = ("label",)) -> pd.DataFrame:
@@ -77,7 +83,7 @@ def metric_table(df: pd.DataFrame, by: tuple[str, ...] = ("label",)) -> pd.DataF
 
 def framework_points(df: pd.DataFrame) -> dict[str, np.ndarray]:
     """Each Fig. 4 framework's points ``[n, 4]`` (module docstring)."""
-    m8 = df[(df.scenario == "marlin8") & (df.tag.fillna("") == "")]
+    m8 = df[(df.scenario == "marlin8") & (_tags(df) == "")]
     cols = list(HV_METRICS)
     out: dict[str, np.ndarray] = {}
     marlin = m8[m8.policy.str.startswith("marlin") & (m8.weights == "balanced")]
@@ -120,11 +126,11 @@ def hv_table(points: dict[str, np.ndarray], base: str = "MARLIN") -> pd.DataFram
 
 def ablation_table(df: pd.DataFrame) -> pd.DataFrame:
     g = df[(df.scenario == "marlin8") & (df.policy == "marlin-balanced")]
-    if g.empty or not (g.tag.fillna("") != "").any():
+    if g.empty or not (_tags(g) != "").any():
         return pd.DataFrame()
     pts = {
         (t or "full_baseline"): s[list(HV_METRICS)].to_numpy(float)
-        for t, s in g.groupby(g.tag.fillna(""), sort=False)
+        for t, s in g.groupby(_tags(g), sort=False)
     }
     t = hv_table(pts, base="full_baseline")
     return t.rename(columns={"share_of_full_baseline_pct": "normalised_hv_pct"})
@@ -247,7 +253,7 @@ def write_all(df: pd.DataFrame, cfg, out: Path) -> list[str]:
         )
         written.append("fig4_hypervolume.png")
     if 5 in cfg.figures:
-        rows = df[(df.weights == "balanced") & (df.tag.fillna("") == "")]
+        rows = df[(df.weights == "balanced") & (_tags(df) == "")]
         tab = metric_table(rows, by=("n_dc", "label"))
         save(tab, "fig5_scaling.csv")
         fig5(tab, out / "fig5_scaling.png")
