@@ -31,15 +31,16 @@ def local_kept():
     return run(sc, pol, seed=1, cache=False), pol
 
 
-def test_local_candidate_scores_exactly_one_and_costs_one_fork_per_epoch(local_kept):
+def test_local_candidate_scores_exactly_one_and_costs_no_fork(local_kept):
     res, pol = local_kept
     # the local plan against the local reference of the same fork: every ratio is exactly 1
     local = [x for _, label, x in pol.archive if label == "ttft:local"]
     assert len(local) == EPOCHS
     assert all(np.array_equal(x, np.ones(4)) for x in local)
-    # pretraining and every epoch: reference + k_opt + mean + local; then the incumbent
+    # pretraining and every epoch: reference + k_opt + mean (the local candidate reuses the
+    # reference's figures); then the incumbent
     k = TINY["k_opt"]
-    assert pol.counts["forks"] == (EPOCHS + 1) * (1 + k + 2) + (EPOCHS - 1)
+    assert pol.counts["forks"] == (EPOCHS + 1) * (1 + k + 1) + (EPOCHS - 1)
     assert res.metrics["invalid_plans"] == 0
 
 

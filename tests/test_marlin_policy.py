@@ -62,7 +62,7 @@ def test_reduced_balanced_run_is_deterministic(balanced_runs):
     # + mean); every epoch but the first: each agent's previous proposal; every epoch: the
     # consensus
     k = TINY["k_opt"]
-    assert pa.counts["forks"] == (EPOCHS + 1) * (1 + 4 * (k + 2)) + 4 * (EPOCHS - 1) + EPOCHS
+    assert pa.counts["forks"] == (EPOCHS + 1) * (1 + 4 * (k + 1)) + 4 * (EPOCHS - 1) + EPOCHS
     assert a.metrics["invalid_plans"] == 0
     # the capital moved by the bounded EMA: 0.9 x 100 + 0.1 x 120 x (Perf + 0.5 Bonus) with
     # Perf, Bonus in [0, 1] each epoch
@@ -88,7 +88,7 @@ def test_single_objective_variant_plays_no_game(scenario):
     res = run(scenario, pol, seed=0, cache=False)
     assert len(pol.agents) == 1
     # reference + k_opt + local plan + mean per round; the incumbent from the second epoch
-    assert pol.counts["forks"] == (EPOCHS + 1) * (1 + TINY["k_opt"] + 2) + (EPOCHS - 1)
+    assert pol.counts["forks"] == (EPOCHS + 1) * (1 + TINY["k_opt"] + 1) + (EPOCHS - 1)
     assert pol.capital.tolist() == [100.0]
     assert res.metrics["invalid_plans"] == 0
 

@@ -262,7 +262,8 @@ class MarlinPolicy:
         n_o, n_r = obs.n_origins, obs.n_regions
         s = state_features(obs)
         fork = self.sim.fork()
-        ref = figures_vector(self._simulate(fork, obs, self._local(obs)))
+        local_fig = self._simulate(fork, obs, self._local(obs))
+        ref = figures_vector(local_fig)
         demand_o = np.maximum(obs.demand_rps[0], 0.0).sum(axis=0)
         last = obs.epoch >= self.cluster.n_epochs - 1
         proposals = np.zeros((len(self.agents), n_o, n_r))
@@ -287,8 +288,11 @@ class MarlinPolicy:
             acts = np.vstack([acts, a_m[None]])
             plans = np.vstack([plans, p_m[None]])
             xs, ecos, slas = [], [], []
-            for p in plans:  # lines 7 and 13
-                fig = self._simulate(fork, obs, p.reshape(n_o, n_r))
+            for slot, p in zip(slots, plans, strict=True):  # lines 7 and 13
+                # the local plan was simulated above as the reference (forks replay exactly)
+                fig = (
+                    local_fig if slot == "local" else self._simulate(fork, obs, p.reshape(n_o, n_r))
+                )
                 xs.append(
                     ratios(figures_vector(fig), ref, self.rcfg.ratio_floor, self.rcfg.ratio_ceil)
                 )
