@@ -14,7 +14,7 @@ import math
 import numpy as np
 from numba import njit
 
-from greenroute.sim.fluid_split import jsq_shares
+from greenroute.sim.fluid_split import decode_at_utilisation, jsq_shares
 from greenroute.sim.queueing_kernel import (
     erlang_c,
     fluid_wait_mean,
@@ -234,7 +234,6 @@ def fluid_step(
                     n_gcm[g, c, m] = v
                     n_req[g] += v
     # fixed point: batch size <-> utilisation
-    bmax = decode.shape[2] - 1
     work = np.zeros(n_g)
     work2 = np.zeros(n_g)
     served = np.zeros(n_g)
@@ -243,15 +242,10 @@ def fluid_step(
         cap_s = cap_rate[g] * dt
         u = util[g]
         for _ in range(3):
-            batch = min(max(u * c_eff[g] + 1.0, 1.0), c_eff[g])
-            b = min(max(batch, 1.0), float(bmax))
-            lo = math.floor(b)
-            hi = min(lo + 1, bmax)
-            wgt = b - lo
             wk = 0.0
             wk2 = 0.0
             for m in range(n_m):
-                d = decode[g, m, lo] * (1 - wgt) + decode[g, m, hi] * wgt
+                d = decode_at_utilisation(decode, g, m, u, c_eff[g])
                 for c in range(n_c):
                     es = e_pf[g, c, m] + d * e_out[c, m]
                     es2 = e_pf2[g, c, m] + 2 * d * e_pfout[g, c, m] + d**2 * e_out2_[c, m]

@@ -32,17 +32,24 @@ from numba import njit
 
 
 @njit(cache=True)
-def work_per_request(g, c, m, u, c_eff, decode, e_pf, e_out):
-    """Expected slot-seconds of a (class ``c``, model ``m``) request on group ``g`` at
-    utilisation ``u`` (the fluid fixed point's formula: batch ``u c_eff + 1``)."""
+def decode_at_utilisation(decode, g, m, u, c_eff):
+    """Decode seconds per output token of model ``m`` on group ``g`` at utilisation ``u``: the
+    table ``decode[g, m, b]`` interpolated at the fluid fixed point's batch ``u c_eff + 1``
+    (clipped to ``[1, min(c_eff, b_max)]``)."""
     bmax = decode.shape[2] - 1
     batch = min(max(u * c_eff + 1.0, 1.0), c_eff)
     b = min(max(batch, 1.0), float(bmax))
     lo = math.floor(b)
     hi = min(lo + 1, bmax)
     wgt = b - lo
-    d = decode[g, m, lo] * (1 - wgt) + decode[g, m, hi] * wgt
-    return e_pf[g, c, m] + d * e_out[c, m]
+    return decode[g, m, lo] * (1 - wgt) + decode[g, m, hi] * wgt
+
+
+@njit(cache=True)
+def work_per_request(g, c, m, u, c_eff, decode, e_pf, e_out):
+    """Expected slot-seconds of a (class ``c``, model ``m``) request on group ``g`` at
+    utilisation ``u`` (the fluid fixed point's formula)."""
+    return e_pf[g, c, m] + decode_at_utilisation(decode, g, m, u, c_eff) * e_out[c, m]
 
 
 @njit(cache=True)
