@@ -37,17 +37,18 @@ Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running
   (``sim/fluid_route_wait.py``: noisy join-the-least-score over the region's servers, plus
   the prefill-stall overdispersion, Hayward's approximation); Python policies the same M/G/c
   at peakedness 1.
-* minute rate noise (lognormal, piecewise constant per ``NOISE_PERIOD_S``), over Gauss-Hermite
-  nodes ``m_k`` weighted by arrivals: the slot wait is the mean of each node's stationary M/G/S
-  wait (``N`` re-solved at the node's rate, held at ``RHO_MAX_STABLE``), each weighted also by
-  the share of the minute it takes to relax to it, ``1 - tau/T (1 - exp(-T/tau))`` with
-  Odoni & Roth's relaxation time ``tau = (1 + scv) (N / lam) / S / (2.8 (1 - sqrt(N/S))^2)``
-  (nodes near saturation relax slowly, so their huge stationary waits count little); the
-  fixed part above (residual, prompts ahead, own iteration) likewise arrival-weighted over the
-  nodes at each node's rate (not for round-robin, which keeps the mean rate's Erlang-k
-  residual); plus the backlog carried from minute to minute (Lindley's recursion with
-  Gaussian increments ``(u m - 1) T``, mean by Spitzer's identity) and the linear build-up
-  within an overloaded minute; everyone waits those.
+* minute rate noise (lognormal, piecewise constant per ``NOISE_PERIOD_S``; within an epoch of
+  ``k`` minutes its log-sd is ``sigma sqrt(1 - 1/k)``, the epoch's counts holding the mean),
+  over Gauss-Hermite nodes ``m_k`` weighted by arrivals: the slot wait is the arrival-weighted
+  mean of each node's stationary M/G/S wait (``N`` re-solved at the node's rate, held at
+  ``RHO_MAX_STABLE``) times the share of the minute it takes to relax to it, ``1 - tau/T (1 -
+  exp(-T/tau))`` with Odoni & Roth's relaxation time ``tau = (1 + scv) (N / lam) / S / (2.8 (1
+  - sqrt(N/S))^2)`` (the unrelaxed rest is the slow part, in the backlog below); the fixed
+  part above (residual, prompts ahead, own iteration) likewise arrival-weighted over the nodes
+  at each node's rate (not for round-robin, which keeps the mean rate's Erlang-k residual);
+  plus the backlog carried from minute to minute (Lindley's recursion with increments ``(u m
+  - 1) T`` plus the arrivals' Poisson count, mean by Spitzer's identity with the lognormal
+  sums of Fenton-Wilkinson, less the same without noise); everyone waits it.
 
 Power caps: a cap leaving ``k`` of ``S`` slots usable gives a running cap ``k`` and prefill
 iterations stretched by ``S / k`` at ``k / S`` of their dynamic power, as the engine throttles

@@ -204,7 +204,8 @@ def iteration_epoch(
     request-seconds ``servers x N x dt`` instead of saturation slot-seconds, so utilisation is the
     occupancy of the running cap as in the engine), ``pw``/``cond`` (slot wait) and
     ``pre`` (residual + own prefill iteration) per group. ``par``: noise sigma, noise period, the
-    utilisation above which a minute counts as overloaded (``fluid.RHO_MAX_STABLE``).
+    utilisation at which the noise nodes and the minute backlog are held (``fluid.RHO_MAX_STABLE``;
+    above it the epoch-level fluid backlog takes over).
 
     ``run_cap[g]``: the running cap, ``k`` usable slots of ``S = g_slots[g]`` under a power cap
     (else ``S``). As the engine throttles a capped server (``iteration_mode.throttled``),
@@ -345,6 +346,12 @@ def iteration_epoch(
             tot += v
             sq += v * v
         sig = sigma * math.sqrt(sq) / tot if tot > 0 else 0.0
+        # the epoch's counts already carry the mean of its k = dt / period minute multipliers:
+        # within the epoch the minutes deviate from that mean with log-variance sig^2 (1 - 1/k)
+        # (the variance of k iid draws about their own mean)
+        k_min = dt / period if period > 0 else 1.0
+        if k_min > 1.0:
+            sig *= math.sqrt(1.0 - 1.0 / k_min)
         # stationary slot wait at the epoch's mean rate: split arrivals (round-robin, random)
         # a birth-death queue per server (``split_wait``); least-loaded and least-connections
         # M/G/S per server (service = residence N / lam, the output length's SCV) at the
@@ -377,15 +384,11 @@ def iteration_epoch(
         p_sum = 0.0
         pw_sum = 0.0
         pwc_sum = 0.0
-        f_sum = 0.0
         pre_sum = 0.0  # the fixed part, arrival-weighted over the nodes as the wait
-        build = 0.0
         for k in range(z.size):
             mult = math.exp(sig * z[k] - 0.5 * sig * sig)
             p = wq[k] * mult
             p_sum += p
-            if u * mult > 1.0:
-                build += p * (u * mult - 1.0) * period / 2.0
             m_eff = min(mult, rho_max / u)
             for c in range(n_c):
                 for m in range(n_m):
@@ -418,18 +421,42 @@ def iteration_epoch(
             gap_k = 1.0 - math.sqrt(min(rho_k, 0.999999))
             tau_k = z_k * (1.0 + scv) * res_k / s / (ODONI_ROTH * gap_k * gap_k)
             relax = 1.0 - tau_k / period * (1.0 - math.exp(-period / tau_k)) if tau_k > 0 else 1.0
-            f_sum += p * relax
             pw_sum += p * relax * pw_k
             pwc_sum += p * relax * pw_k * cond_k
         lam[g] = base
         if k_split <= 1:
             pre[g] = pre_sum / p_sum
-        pw[g] = pw_sum / f_sum
-        cond[g] = (pwc_sum / f_sum) / pw[g] if pw[g] > 0 else 0.0
-        # the backlog carried from minute to minute (Lindley's recursion over noise periods,
-        # Spitzer's identity) plus, in an overloaded minute, the linear build-up within it
-        backlog = lindley_gaussian_mean((u_st - 1.0) * period, u_st * sig * period)
-        extra = backlog + build / p_sum
+        # the share of a minute not yet relaxed to the node's wait is the slow part of the
+        # queue, which the minute-to-minute backlog below (with the queue's own variance) holds:
+        # arrival-weighted over all the nodes, not renormalised over the relaxed share
+        pw[g] = pw_sum / p_sum
+        cond[g] = (pwc_sum / p_sum) / pw[g] if pw[g] > 0 else 0.0
+        # the fluid backlog carried from minute to minute: Lindley's recursion W' = (W + X)^+
+        # over noise periods, X = (u m - 1) period with m the lognormal multiplier (Spitzer's
+        # identity, ``lindley_lognormal_mean``). Its value at the minute boundaries is also its
+        # mean over the minute: W(t) = (W0 + (u m - 1) t)^+ is linear or clipped within a
+        # minute and W at the minute's end has W0's stationary law (trapezoid), so no separate
+        # within-minute build-up of an overloaded minute is added (it is the part of W0 that
+        # the next minute starts with: counting it too counted an overloaded minute twice)
+        # Over a minute the queue in front of full slots also moves by the arrivals' own count:
+        # Poisson, variance lam period ca^2 requests (ca^2 = 1; 1 / k for round-robin over k
+        # servers), each request worth w / N seconds of wait where N servers share one queue (a
+        # state-aware router pools the region's servers; split arrivals and Python policies
+        # queue per server). The completions' randomness (the cs^2 of a heavy-traffic G/G/s
+        # diffusion) is left out: measured, not derived (the backlog replayed on the engine's
+        # own minute counts leaves the rest of TTFT the model's fixed part and slot wait; with
+        # cs^2 it leaves less than the fixed part plus the no-noise slot wait). The noise's
+        # part of the backlog is the Lindley mean with both terms less the one without noise,
+        # which the stationary slot wait already holds.
+        w_req = w_mix / n_req
+        ca2 = 1.0 / k_split if k_split >= 1 else 1.0
+        pool = float(n_srv) if route > 0 else 1.0
+        var_q = u_st * period * w_req * ca2 / pool
+        if k_min > 1.0:  # the epoch's count fixes the sum of its minutes' arrivals (as sig)
+            var_q *= 1.0 - 1.0 / k_min
+        extra = lindley_lognormal_mean(u_st, sig, period, var_q, z, wq)
+        extra -= lindley_gaussian_mean((u_st - 1.0) * period, math.sqrt(var_q))
+        extra = max(extra, 0.0)
         if extra > 0:  # everyone waits the extra: P(wait) = 1, mean = the total
             cond[g] = pw[g] * cond[g] + extra
             pw[g] = 1.0
@@ -488,7 +515,51 @@ def stall_share(g, n, lam, types, tau, adv, decode, st):
 
 
 LINDLEY_TERMS = 4000  # as sim.queueing.lindley_gaussian_mean
+_SQRT2 = math.sqrt(2.0)
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
+
+
+@njit(cache=True)
+def lindley_lognormal_mean(u, sig, period, var_q, z, wq):
+    """Stationary mean of Lindley's W' = max(0, W + X) over noise periods, X = (u m - 1)
+    ``period`` + G, ``m`` a mean-one lognormal of log-sd ``sig`` (the minute rate multiplier,
+    ``data.workload``), G ~ N(0, ``var_q``) independent (the queue's own randomness), by
+    Spitzer's identity E[W] = sum_n E[S_n^+] / n, S_n = period (u Y_n - n) + G_n. Y_n, the sum
+    of ``n`` multipliers, is taken lognormal with its exact mean ``n`` and variance ``n (e^sig^2
+    - 1)`` (Fenton 1960, "The sum of log-normal probability distributions in scatter
+    transmission systems", IRE Trans. Commun. Syst. 8(1): it keeps the right skew that a
+    Gaussian X drops, and the backlog is made of that tail): log-variance ``s_n^2 = ln(1 +
+    (e^sig^2 - 1) / n)``, and given G_n = g, as Black-Scholes' call on a lognormal,
+    E[(u Y_n - K)^+] = u (n Phi(d1) - K Phi(d2)), K = n - g / period, d1 = (ln(n / K) + s_n^2
+    / 2) / s_n, d2 = d1 - s_n; G_n ~ N(0, n var_q) by the Gauss-Hermite nodes ``z``/``wq``.
+    0 when ``sig`` or ``u`` is 0; inf at ``u >= 1``."""
+    if not sig > 0 or not u > 0:
+        return 0.0
+    if u >= 1.0:
+        return math.inf
+    ex = math.expm1(sig * sig)
+    total = 0.0
+    for i in range(1, LINDLEY_TERMS + 1):
+        s_n = math.sqrt(math.log1p(ex / i))
+        sd_g = math.sqrt(i * var_q) / period
+        term = 0.0
+        top = -math.inf  # d2 at the largest node: the term's tail
+        for j in range(z.size):
+            k = i - sd_g * z[j]  # strike, in minutes of work
+            if k <= 0.0:
+                term += wq[j] * (u * i - k)
+                top = math.inf  # a node still past its strike: keep summing
+                continue
+            d1 = (math.log(u * i / k) + 0.5 * s_n * s_n) / s_n
+            d2 = d1 - s_n
+            top = max(top, d2)
+            term += wq[j] * (
+                u * i * 0.5 * math.erfc(-d1 / _SQRT2) - k * 0.5 * math.erfc(-d2 / _SQRT2)
+            )
+        total += term / i
+        if top < -12.0:
+            break
+    return total * period
 
 
 @njit(cache=True)
