@@ -1,12 +1,12 @@
 """The fixed part of the iteration fluid model's TTFT behind a state-aware router or under
-minute noise (``fluid_iteration_kernel._fixed_parts``), on tables computed by hand."""
+minute noise (``fluid_iteration_core._fixed_parts``), on tables computed by hand."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from greenroute.sim import fluid_iteration_kernel as IK
+from greenroute.sim import fluid_iteration_core as IC
 
 
 def test_fixed_parts_on_flat_tables_by_hand():
@@ -17,7 +17,7 @@ def test_fixed_parts_on_flat_tables_by_hand():
     lam = np.array([[[2.0]]])
     types = np.array([[0]])
     decode = np.full((1, s_max + 1), d_s)
-    resid, ahead_rate, own, busy = IK._fixed_parts(
+    resid, ahead_rate, own, busy = IC._fixed_parts(
         0, 20.0, lam, 2.0, types, tau, tau * tau, np.zeros_like(tau), decode,
         np.array([o]), np.array([[ahead_s]]), 1.0,
     )  # fmt: skip

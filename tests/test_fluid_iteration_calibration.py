@@ -120,7 +120,7 @@ def test_sustainable_rate_is_the_engines_saturated_throughput():
 
 
 def test_compiled_running_batch_equals_the_numpy_reference():
-    from greenroute.sim import fluid_iteration_kernel as IK
+    from greenroute.sim import fluid_iteration_core as IC
     from greenroute.sim.fluid_iteration import IterationProfile, predict
 
     prep = prepare(calibration_scenario(1.0, 0.0, days=0.01).with_options(fidelity="fluid"), 0)
@@ -129,6 +129,6 @@ def test_compiled_running_batch_equals_the_numpy_reference():
     for lam_i, lam_d in ((0.5, 0.0), (2.0, 0.3)):
         lam = np.array([[[lam_i], [lam_d]]])
         ref = predict(prof, lam, types, np.array([32.0]))["n"][0]
-        got = IK.running(0, lam, lam_i + lam_d, types, prof.tau, prof.adv,
+        got = IC.running(0, lam, lam_i + lam_d, types, prof.tau, prof.adv,
                          prof.decode.astype(float), prof.e_out, 32.0)  # fmt: skip
         assert got == pytest.approx(ref, rel=1e-12)

@@ -1,4 +1,4 @@
-"""The minute-noise backlog of the fluid iteration model (``fluid_iteration_kernel.
+"""The minute-noise backlog of the fluid iteration model (``fluid_noise_backlog.
 lindley_lognormal_mean``): Lindley's recursion W' = max(0, W + X) over minutes, X = (u m - 1) T +
 G with m a mean-one lognormal rate multiplier and G ~ N(0, var_q), mean by Spitzer's identity
 with Fenton-Wilkinson lognormal sums. Checked against a direct simulation of the recursion."""
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from greenroute.sim import fluid_iteration_kernel as IK
+from greenroute.sim import fluid_noise_backlog as NB
 
 PERIOD_S = 60.0  # one noise period (a minute)
 GH_NODES = 9  # as fluid.NOISE_NODES
@@ -51,7 +51,7 @@ def _simulate(u, sig, period, sd_q, n, seed):
 )
 def test_backlog_matches_the_simulated_recursion(u, sig, var_q):
     z, wq = _gh()
-    got = IK.lindley_lognormal_mean(u, sig, PERIOD_S, var_q, z, wq)
+    got = NB.lindley_lognormal_mean(u, sig, PERIOD_S, var_q, z, wq)
     b = _simulate(u, sig, PERIOD_S, math.sqrt(var_q), 4_000_000, 7)
     mean, se = b.mean(), b.std(ddof=1) / math.sqrt(b.size)
     # Fenton-Wilkinson's lognormal sum is an approximation: 2 % of the mean or 4 standard errors
@@ -64,17 +64,17 @@ def test_lognormal_backlog_is_heavier_than_the_gaussian_one():
     in the helper's Monte Carlo at u 0.848, docs/fluid_iteration_gap.md)."""
     z, wq = _gh()
     u, sig = 0.85, 0.125
-    ln = IK.lindley_lognormal_mean(u, sig, PERIOD_S, 0.0, z, wq)
+    ln = NB.lindley_lognormal_mean(u, sig, PERIOD_S, 0.0, z, wq)
     sd = u * math.sqrt(math.expm1(sig * sig)) * PERIOD_S
-    gauss = IK.lindley_gaussian_mean((u - 1.0) * PERIOD_S, sd)
+    gauss = NB.lindley_gaussian_mean((u - 1.0) * PERIOD_S, sd)
     assert ln > 1.2 * gauss > 0
 
 
 def test_backlog_limits():
     z, wq = _gh()
-    assert IK.lindley_lognormal_mean(0.85, 0.0, PERIOD_S, 3.0, z, wq) == 0.0
-    assert IK.lindley_lognormal_mean(1.0, 0.1, PERIOD_S, 0.0, z, wq) == math.inf
+    assert NB.lindley_lognormal_mean(0.85, 0.0, PERIOD_S, 3.0, z, wq) == 0.0
+    assert NB.lindley_lognormal_mean(1.0, 0.1, PERIOD_S, 0.0, z, wq) == math.inf
     # more queue noise, more backlog
-    lo = IK.lindley_lognormal_mean(0.9, 0.1, PERIOD_S, 0.0, z, wq)
-    hi = IK.lindley_lognormal_mean(0.9, 0.1, PERIOD_S, 20.0, z, wq)
+    lo = NB.lindley_lognormal_mean(0.9, 0.1, PERIOD_S, 0.0, z, wq)
+    hi = NB.lindley_lognormal_mean(0.9, 0.1, PERIOD_S, 20.0, z, wq)
     assert hi > lo > 0

@@ -1,4 +1,4 @@
-"""The split-arrival pieces of the iteration fluid model (``fluid_iteration_kernel``): the
+"""The split-arrival pieces of the iteration fluid model (``fluid_split_chain``): the
 Erlang-k overlap, the peakedness term and the birth-death slot wait against direct sums."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from greenroute.bench.calibrate import calibration_scenario, sustainable_rps
-from greenroute.sim import fluid_iteration_kernel as IK
+from greenroute.sim import fluid_split_chain as SC
 from greenroute.sim import kernel as K
 from greenroute.sim.fluid_iteration import IterationProfile, min_pair_mean, split_order
 from greenroute.sim.prepare import prepare
@@ -18,12 +18,12 @@ from greenroute.sim.prepare import prepare
 def test_erlang_overlap_poisson_closed_form_and_erlang2_integral():
     lam, t = 1.7, 0.14
     # Poisson: int_0^t (t - x) lam e^(-lam x) dx = t - (1 - e^(-lam t)) / lam
-    assert IK.erlang_overlap(lam, t, 1) == pytest.approx(t - (1 - math.exp(-lam * t)) / lam)
+    assert SC.erlang_overlap(lam, t, 1) == pytest.approx(t - (1 - math.exp(-lam * t)) / lam)
     # Erlang-2 (rate 2 lam): midpoint rule on int_0^t (t - x) (2 lam)^2 x e^(-2 lam x) dx
     x = (np.arange(200_000) + 0.5) * t / 200_000
     f = (t - x) * (2 * lam) ** 2 * x * np.exp(-2 * lam * x)
-    assert IK.erlang_overlap(lam, t, 2) == pytest.approx(f.sum() * t / 200_000, rel=1e-6)
-    assert IK.erlang_overlap(lam, 0.0, 3) == 0.0
+    assert SC.erlang_overlap(lam, t, 2) == pytest.approx(f.sum() * t / 200_000, rel=1e-6)
+    assert SC.erlang_overlap(lam, 0.0, 3) == 0.0
 
 
 def test_min_pair_mean_is_the_mean_over_all_ordered_pairs():
@@ -53,7 +53,7 @@ def _direct_chain(prof, t, lam, z, s=32, j_max=20_000):
     """The birth-death chain of ``split_wait`` summed state by state (no closed-form tail)."""
     args = (np.array([[[lam], [0.0]]]), lam, np.array([[t]]), prof.tau, prof.adv,
             prof.decode.astype(float), prof.e_out, float(s), 1.0)  # fmt: skip
-    mu = np.array([IK._completion_rate(min(j * z, s), j * z >= s, 0, *args)
+    mu = np.array([SC._completion_rate(min(j * z, s), j * z >= s, 0, *args)
                    for j in range(1, j_max + 1)])  # fmt: skip
     lp = np.concatenate([[0.0], np.cumsum(np.log(lam / mu))])
     p = np.exp(lp - lp.max())
@@ -70,7 +70,7 @@ def test_split_wait_equals_the_chain_summed_state_by_state(profile, z):
     p_ref, w_ref = _direct_chain(prof, t, lam, z)
     lam_gcm = np.array([[[lam], [0.0]]])
     dec = prof.decode.astype(float)
-    p_wait, cond = IK.split_wait(
+    p_wait, cond = SC.split_wait(
         0, lam_gcm, lam, np.array([[t]]), prof.tau, prof.adv, dec, prof.e_out, 32.0, 1.0, z
     )
     assert p_wait == pytest.approx(p_ref, rel=1e-9)
@@ -85,5 +85,5 @@ def test_split_wait_saturated_rate_is_one_over_w(profile):
     for lam in (1.0, 2.5):
         args = (np.array([[[lam], [0.0]]]), lam, np.array([[t]]), prof.tau, prof.adv,
                 prof.decode.astype(float), prof.e_out, 32.0, 1.0)  # fmt: skip
-        mu = IK._completion_rate(32.0, True, 0, *args)
+        mu = SC._completion_rate(32.0, True, 0, *args)
         assert 2 * mu == pytest.approx(sustainable_rps(), rel=1e-12)

@@ -31,7 +31,7 @@ Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running
   queued_prompt_share`` of it: the router seldom picks a server whose score holds a queued prompt)
   + a wait for a running slot, per server (no pooling: a request is queued at the server its
   local policy picks on arrival), by local policy: round-robin and random a birth-death queue
-  with the saturated rate at the cap (``fluid_iteration_kernel.split_wait``); least-loaded and
+  with the saturated rate at the cap (``fluid_split_chain.split_wait``); least-loaded and
   least-connections M/G/c with ``c = S``, service = the residence ``N / lam`` (Little), its
   SCV that of the output length, at the peakedness of the running count the router leaves
   (``sim/fluid_route_wait.py``: noisy join-the-least-score over the region's servers, plus
@@ -240,7 +240,7 @@ def class_moments(prompt: np.ndarray, output: np.ndarray) -> tuple[float, float,
 
 def split_order(codes: np.ndarray, g_region: np.ndarray, g_servers: np.ndarray) -> np.ndarray:
     """How each group's servers get their arrivals, from the region's local policy (a declared
-    choice, ``fluid_iteration_kernel.split_wait``): ``k >= 2`` round-robin over the region's
+    choice, ``fluid_split_chain.split_wait``): ``k >= 2`` round-robin over the region's
     ``k`` servers (Erlang-k gaps), ``1`` random (Poisson thinning), ``0`` state-aware routing
     (least-loaded, least-connections: join-the-shortest-queue) or a Python policy, kept on the
     per-server M/G/S wait. Round-robin over one server is Poisson (``1``)."""

@@ -1,7 +1,10 @@
 """Compiled (numba) per-epoch correction of the fluid model for iteration servers: the formulas
 of ``sim/fluid_iteration.py`` (``predict``) for one hardware group at a time, the slot wait
 averaged over the minute rate noise, and the epoch's info figures. ``predict`` in numpy is the
-reference (``tests/test_fluid_iteration_calibration.py`` checks that both agree).
+reference (``tests/test_fluid_iteration_calibration.py`` checks that both agree). Building
+blocks: ``fluid_iteration_core`` (running decodes, fixed part), ``fluid_split_chain``
+(round-robin / random slot wait), ``fluid_route_wait`` (least-loaded / least-connections),
+``fluid_noise_backlog`` (the minute-to-minute backlog).
 """
 
 from __future__ import annotations
@@ -11,186 +14,21 @@ import math
 import numpy as np
 from numba import njit
 
+from greenroute.sim.fluid_iteration_core import _at, _fixed_parts, running, stall_share
+from greenroute.sim.fluid_noise_backlog import lindley_gaussian_mean, lindley_lognormal_mean
 from greenroute.sim.fluid_route_wait import (
     min_slope,
     queued_prompt_share,
     remaining_work_cv,
     routed_wait,
 )
+from greenroute.sim.fluid_split_chain import chain_tables, chain_wait, erlang_overlap, split_wait
 from greenroute.sim.queueing_kernel import erlang_c
 
-BISECTION_ITERS = 30
 # Odoni & Roth (1983), "An empirical investigation of the transient behavior of stationary
 # queueing systems", Oper. Res. 31(3): relaxation time ~ (ca^2 + cs^2) E[S] /
 # (2.8 (1 - sqrt(rho))^2); a queue of S servers as one S times faster (E[S] / S)
 ODONI_ROTH = 2.8
-
-
-@njit(cache=True)
-def _at(row, n):
-    """``row[n]`` at fractional ``n``, clipped to the row (``fluid_iteration.interp_n``)."""
-    k = row.size - 1
-    if n < 0.0:
-        n = 0.0
-    if n > k:
-        n = float(k)
-    lo = math.floor(n)
-    hi = min(lo + 1, k)
-    w = n - lo
-    return row[lo] * (1 - w) + row[hi] * w
-
-
-@njit(cache=True)
-def _load_sums(n, g, lam, lam_tot, types, tau, adv, decode, e_out, st):
-    """Group ``g``'s load at ``n`` running decodes: ``(sum lam tau(n) st`` (the busy share of
-    its prefill iterations, stretched by ``st``: a power cap, ``iteration_mode.throttled``),
-    ``sum lam E[O - 1 - a(n)]`` (decode steps per second), ``d(n)`` (the arrival-weighted
-    decode step))."""
-    n_c, n_m = lam.shape[1], lam.shape[2]
-    d = 0.0
-    need = 0.0
-    dec = 0.0
-    for m in range(n_m):
-        t = types[g, m]
-        wm = 0.0
-        for c in range(n_c):
-            lv = lam[g, c, m]
-            wm += lv
-            need += lv * _at(tau[t, c], n) * st
-            dec += lv * max(max(e_out[c] - 1.0, 0.0) - _at(adv[t, c], n), 0.0)
-        d += (wm / lam_tot if lam_tot > 0 else 0.0) * _at(decode[t], n)
-    return need, dec, d
-
-
-@njit(cache=True)
-def _excess(n, g, lam, lam_tot, types, tau, adv, decode, e_out, st):
-    """Busy time per second the load needs at ``n`` running decodes minus the busy share."""
-    need, dec, d = _load_sums(n, g, lam, lam_tot, types, tau, adv, decode, e_out, st)
-    return need + dec * d / max(n, 1e-9) - (1.0 - math.exp(-n))
-
-
-@njit(cache=True)
-def running(g, lam, lam_tot, types, tau, adv, decode, e_out, slots, st=1.0):
-    """Running decodes ``N`` of group ``g`` (bisection on ``(1e-6, slots)``, as ``predict``;
-    exactly ``slots`` when the load needs all of them)."""
-    if not lam_tot > 0:
-        return 0.0
-    if _excess(slots, g, lam, lam_tot, types, tau, adv, decode, e_out, st) >= 0:
-        return slots  # saturated: the running cap
-    lo = 1e-6
-    hi = slots
-    for _ in range(BISECTION_ITERS):
-        mid = 0.5 * (lo + hi)
-        if _excess(mid, g, lam, lam_tot, types, tau, adv, decode, e_out, st) > 0:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
-
-
-@njit(cache=True)
-def _completion_rate(k, full, g, lam, lam_tot, types, tau, adv, decode, e_out, s, st):
-    """Completion rate (requests/s) of a server with ``k`` running decodes (``k <= s``), per
-    ``split_wait``: below the running cap, prompts are admitted as they arrive, so prefill
-    iterations take ``sum lam tau`` of the time and decode-only iterations of ``d(k)`` advance
-    ``k`` requests: ``(1 - sum lam tau) k / (d(k) E[O - 1 - a])``. With the cap reached
-    (``full``), a prompt is admitted only when a request completes, so every completion pays one
-    prefill iteration: ``1 / (E[tau] + E[O - 1 - a] d(s) / s)``, the saturated rate ``1 / w``."""
-    t_sum, dec_sum, d = _load_sums(k, g, lam, lam_tot, types, tau, adv, decode, e_out, st)
-    if full:
-        return lam_tot / max(t_sum + dec_sum * d / s, 1e-300)
-    return max(1.0 - t_sum, 1e-9) * k / max(d, 1e-300) * lam_tot / max(dec_sum, 1e-300)
-
-
-@njit(cache=True)
-def split_wait(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, z):
-    """Slot wait of one server that receives its own share of the arrivals whatever the
-    state of the others (round-robin, random): ``(P(wait), mean wait of those who wait)``.
-
-    A birth-death queue over the requests at the server (running + waiting), arrivals
-    ``lam_tot``, completions ``_completion_rate`` (state-dependent below the running cap
-    ``s``, the saturated rate ``1 / w`` at and above it); exponential residences, since the
-    cap is reached for a short time compared to a residence and the completions of ``s``
-    requests of spread ages are then close to Poisson (Palm-Khintchine). Arrival variability
-    enters by Hayward's approximation (Hayward 1952; Fredericks 1980, "Congestion in
-    blocking systems - a simple approximation technique", BSTJ 59(6)): traffic of peakedness
-    ``z`` at ``k`` servers acts as Poisson traffic in units of ``z`` requests, so the chain
-    runs over ``j`` with ``k = j z`` requests (birth ``lam / z``, death ``mu(j z) / z``, their
-    ratio unchanged) and ``z (j - s / z)^+`` requests wait. Above the cap the rates are
-    constant: the tail is geometric, summed in closed form. ``(1, 0)`` when the saturated
-    rate is exceeded (the epoch-level fluid backlog takes over)."""
-    tab = chain_tables(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, z)
-    return chain_wait(tab, 1.0, lam_tot, s, z)
-
-
-@njit(cache=True)
-def chain_tables(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, z):
-    """``split_wait``'s rates in a form that scales with the arrival rate: row 0 the prefill
-    share ``sum lam tau(j z)``, row 1 ``(j z) / d(j z) lam / sum lam E[O - 1 - a]`` for the
-    states below the cap (``mu = (1 - m row0) row1`` at ``m`` times the rates), row 2 ``[0]``
-    the saturated rate (the same at any ``m``)."""
-    j0 = math.ceil(s / z - 1e-9)  # first state at or above the cap
-    tab = np.zeros((3, max(j0, 1)))
-    for j in range(1, j0 + 1):
-        k = min(j * z, s)
-        t_sum, dec_sum, d = _load_sums(k, g, lam, lam_tot, types, tau, adv, decode, e_out, st)
-        if j < j0:
-            tab[0, j] = t_sum
-            tab[1, j] = k / max(d, 1e-300) * lam_tot / max(dec_sum, 1e-300)
-        else:
-            tab[2, 0] = lam_tot / max(t_sum + dec_sum * d / s, 1e-300)
-    return tab
-
-
-@njit(cache=True)
-def chain_wait(tab, mult, lam_tot, s, z):
-    """``split_wait`` at ``mult`` times the rates of ``chain_tables``."""
-    lam_m = lam_tot * mult
-    r = lam_m / tab[2, 0]
-    if r >= 1.0:
-        return 1.0, 0.0
-    j0 = math.ceil(s / z - 1e-9)
-    # log p_j - log p_0, kept relative to the running maximum
-    lp = 0.0
-    top = 0.0
-    below = 1.0  # sum of p_j / p_0 over j < j0, rescaled as top moves
-    for j in range(1, j0):
-        mu = max(1.0 - mult * tab[0, j], 1e-9) * tab[1, j]
-        lp += math.log(lam_m / mu)
-        if lp > top:
-            below *= math.exp(top - lp)
-            top = lp
-        below += math.exp(lp - top)
-    lp += math.log(r)  # p_j0 / p_(j0 - 1): the cap is reached
-    p0 = math.exp(lp - top)  # p_j0, same scale as ``below``
-    tail = p0 / (1.0 - r)
-    waiting = p0 * ((j0 * z - s) / (1.0 - r) + z * r / ((1.0 - r) * (1.0 - r)))
-    norm = below + tail
-    p_wait = tail / norm
-    mean_wait = waiting / norm / lam_m
-    return p_wait, (mean_wait / p_wait if p_wait > 0 else 0.0)
-
-
-@njit(cache=True)
-def _poisson_sf(k, a):
-    """P(Poisson(a) >= k)."""
-    term = math.exp(-a)
-    cdf = 0.0
-    for i in range(k):
-        cdf += term
-        term *= a / (i + 1)
-    return max(1.0 - cdf, 0.0)
-
-
-@njit(cache=True)
-def erlang_overlap(lam, t, k):
-    """``E[(t - X)^+]`` with ``X`` ~ Erlang(k, rate k lam), the gap since the previous arrival
-    at a server that gets every ``k``-th of a Poisson stream (round-robin over ``k``
-    servers, per-server rate ``lam``): the part of that arrival's prefill iteration (length
-    ``t``) still to run. ``t P(X < t) - E[X; X < t]`` with ``P(X < t) = P(Pois(k lam t) >= k)``
-    and ``E[X; X < t] = P(Pois(k lam t) >= k + 1) / lam``."""
-    a = k * lam * t
-    return t * _poisson_sf(k, a) - _poisson_sf(k + 1, a) / lam
 
 
 @njit(cache=True)
@@ -460,129 +298,6 @@ def iteration_epoch(
         if extra > 0:  # everyone waits the extra: P(wait) = 1, mean = the total
             cond[g] = pw[g] * cond[g] + extra
             pw[g] = 1.0
-
-
-@njit(cache=True)
-def _fixed_parts(g, n, lam, lam_tot, types, tau, tau2, adv, decode, e_out, ahead, st):
-    """The pieces of ``pre`` at ``n`` running decodes and rates ``lam`` (as
-    ``iteration_epoch``'s mean-rate ``pre``, without round-robin's Erlang-k residual):
-    ``(resid, ahead_rate, own, busy_pf)``: the mean age of the running iteration ``0.5 (sum lam
-    E[tau^2] + r_d d^2)``, the prompts-ahead rate ``sum lam ahead``, the interactive prompt's
-    own iteration ``E[tau]`` and the prefill busy share ``sum lam tau``."""
-    n_c, n_m = lam.shape[1], lam.shape[2]
-    d = 0.0
-    for m in range(n_m):
-        wm = 0.0
-        for c in range(n_c):
-            wm += lam[g, c, m]
-        d += wm / lam_tot * _at(decode[types[g, m]], n)
-    tau2_sum = 0.0
-    tau_sum = 0.0
-    dec_sum = 0.0
-    ahead_rate = 0.0
-    own = 0.0
-    lam_i = 0.0
-    for m in range(n_m):
-        t = types[g, m]
-        for c in range(n_c):
-            lv = lam[g, c, m]
-            tc = _at(tau[t, c], n) * st
-            tau2_sum += lv * _at(tau2[t, c], n) * st * st
-            tau_sum += lv * tc
-            ahead_rate += lv * ahead[t, c] * st
-            dec_sum += lv * max(max(e_out[c] - 1.0, 0.0) - _at(adv[t, c], n), 0.0)
-            if c == 0:
-                own += lv * tc
-                lam_i += lv
-    r_d = dec_sum / max(n, 1e-9)
-    own = own / lam_i if lam_i > 0 else 0.0
-    return 0.5 * (tau2_sum + r_d * d * d), ahead_rate, own, tau_sum
-
-
-@njit(cache=True)
-def stall_share(g, n, lam, types, tau, adv, decode, st):
-    """Group ``g``'s prefill-stall share at ``n`` running decodes, ``sum_c lam_c (tau_c(n) st -
-    a_c(n) d(n) / n)``: the time each admitted prompt's iteration holds every running decode
-    back (``a`` of ``n`` decodes carried in it), per second (``fluid_route_wait``)."""
-    n_c, n_m = lam.shape[1], lam.shape[2]
-    out = 0.0
-    for m in range(n_m):
-        t = types[g, m]
-        d = _at(decode[t], n)
-        for c in range(n_c):
-            out += lam[g, c, m] * (_at(tau[t, c], n) * st - _at(adv[t, c], n) * d / max(n, 1e-9))
-    return max(out, 0.0)
-
-
-LINDLEY_TERMS = 4000  # as sim.queueing.lindley_gaussian_mean
-_SQRT2 = math.sqrt(2.0)
-_SQRT_2PI = math.sqrt(2.0 * math.pi)
-
-
-@njit(cache=True)
-def lindley_lognormal_mean(u, sig, period, var_q, z, wq):
-    """Stationary mean of Lindley's W' = max(0, W + X) over noise periods, X = (u m - 1)
-    ``period`` + G, ``m`` a mean-one lognormal of log-sd ``sig`` (the minute rate multiplier,
-    ``data.workload``), G ~ N(0, ``var_q``) independent (the queue's own randomness), by
-    Spitzer's identity E[W] = sum_n E[S_n^+] / n, S_n = period (u Y_n - n) + G_n. Y_n, the sum
-    of ``n`` multipliers, is taken lognormal with its exact mean ``n`` and variance ``n (e^sig^2
-    - 1)`` (Fenton 1960, "The sum of log-normal probability distributions in scatter
-    transmission systems", IRE Trans. Commun. Syst. 8(1): it keeps the right skew that a
-    Gaussian X drops, and the backlog is made of that tail): log-variance ``s_n^2 = ln(1 +
-    (e^sig^2 - 1) / n)``, and given G_n = g, as Black-Scholes' call on a lognormal,
-    E[(u Y_n - K)^+] = u (n Phi(d1) - K Phi(d2)), K = n - g / period, d1 = (ln(n / K) + s_n^2
-    / 2) / s_n, d2 = d1 - s_n; G_n ~ N(0, n var_q) by the Gauss-Hermite nodes ``z``/``wq``.
-    0 when ``sig`` or ``u`` is 0; inf at ``u >= 1``."""
-    if not sig > 0 or not u > 0:
-        return 0.0
-    if u >= 1.0:
-        return math.inf
-    ex = math.expm1(sig * sig)
-    total = 0.0
-    for i in range(1, LINDLEY_TERMS + 1):
-        s_n = math.sqrt(math.log1p(ex / i))
-        sd_g = math.sqrt(i * var_q) / period
-        term = 0.0
-        top = -math.inf  # d2 at the largest node: the term's tail
-        for j in range(z.size):
-            k = i - sd_g * z[j]  # strike, in minutes of work
-            if k <= 0.0:
-                term += wq[j] * (u * i - k)
-                top = math.inf  # a node still past its strike: keep summing
-                continue
-            d1 = (math.log(u * i / k) + 0.5 * s_n * s_n) / s_n
-            d2 = d1 - s_n
-            top = max(top, d2)
-            term += wq[j] * (
-                u * i * 0.5 * math.erfc(-d1 / _SQRT2) - k * 0.5 * math.erfc(-d2 / _SQRT2)
-            )
-        total += term / i
-        if top < -12.0:
-            break
-    return total * period
-
-
-@njit(cache=True)
-def lindley_gaussian_mean(mu, sd):
-    """``sim.queueing.lindley_gaussian_mean`` for one (mu, sd): stationary mean of
-    W' = max(0, W + X), X ~ N(mu, sd^2), by Spitzer's identity; 0 when negligible."""
-    if not sd > 0:
-        return 0.0
-    if mu >= 0:
-        return math.inf
-    if mu / sd < -10.0:  # E[S_1^+] < 1e-23 sd: the sum is negligible
-        return 0.0
-    total = 0.0
-    for i in range(1, LINDLEY_TERMS + 1):
-        m = i * mu
-        sn = math.sqrt(i) * sd
-        zz = m / sn
-        total += (
-            sn * math.exp(-0.5 * zz * zz) / _SQRT_2PI + m * 0.5 * math.erfc(-zz / math.sqrt(2.0))
-        ) / i
-        if zz < -12.0:
-            break
-    return total
 
 
 @njit(cache=True)
