@@ -31,7 +31,7 @@ POLICY = "lowest-carbon"
 CAL, CL, DE = "US-CAL-CISO", "CL-SIC", "DE-LU"
 # 15:00 UTC on 2023-07-01: Chile is the cleanest region (104 g/kWh against California's 125)
 # but 60 % busy; lowest-carbon keeps California's work at home, and the forks show why: Chile
-# would have saved 1 kg CO2 and missed the SLO of ~15 % of the epoch's interactive requests
+# would have saved 1 kg CO2 and missed the SLO of ~3 % more of the epoch's interactive requests
 EPOCH = 60
 
 
@@ -133,10 +133,10 @@ def test_every_number_of_an_explanation_matches_the_simulator(run_dir):
         assert float(m[2]) == pytest.approx(abs(d["ttft"]), abs=0.05 + 1e-9)
         assert (m[1] == "+") == (d["ttft"] >= 0)
     assert "It did not send this work to Chile (CL-SIC)." in text
-    # the case the question is about: Chile is cleaner, but overloaded (7.6 points more SLO
-    # misses since the fluid model's least-loaded slot wait of 2026-11-26, 1c762c3/0f595fc;
-    # above 10 before it)
-    assert deltas[CL]["carbon"] < 0 and deltas[CL]["pp"] > 5
+    # the case the question is about: Chile is cleaner, but overloaded (2.9 points more SLO
+    # misses since the fluid model's minute-noise backlog stopped counting an overloaded minute
+    # twice, 1804136; 7.6 after the least-loaded slot wait of 1c762c3/0f595fc, above 10 before)
+    assert deltas[CL]["carbon"] < 0 and deltas[CL]["pp"] > 2
     assert "The plan taken has the lowest objective J of these options" in text
 
 
