@@ -182,3 +182,33 @@ def test_forecasters_by_hand():
     assert draws[:, 0].std() == 0.0  # now is measured
     assert draws[:, 1].mean() == pytest.approx(100, rel=0.02)
     assert draws[:, 4].std() > draws[:, 1].std()  # error grows with lead time
+
+
+def test_numerical_trouble_retries_the_other_highs_algorithms(monkeypatch):
+    """HiGHS can end with model status "Unknown" on a feasible LP (geo3, lp-mpc, epoch 1072:
+    the default and dual simplex failed, interior point solved it): the solve is retried with
+    ``LP_RETRY_METHODS`` in turn; the hand optimum of the tiny instance comes out of the
+    retry, and a failure of every method is still an error naming the epoch."""
+    import scipy.optimize as so
+
+    from greenroute.core.errors import InfeasibleConstraintsError
+    from greenroute.policies.optimize import lp as L
+
+    real = so.linprog
+    seen = []
+
+    def flaky(*a, fail=("highs", "highs-ds"), **k):
+        seen.append(k["method"])
+        if k["method"] in fail:
+            return so.OptimizeResult(status=L.LINPROG_NUMERICAL, x=None, message="Unknown")
+        return real(*a, **k)
+
+    monkeypatch.setattr(so, "linprog", flaky)
+    obs = tiny_obs()
+    sol = solve_horizon_lp(obs, build_cost_model(obs, max_util=1.0), (0.0, 0.0))
+    assert seen == ["highs", "highs-ds", "highs-ipm"]
+    assert sol.xi[0, 0].tolist() == pytest.approx([900.0, 1800.0], abs=1e-6)  # the hand optimum
+    every = ("highs", *L.LP_RETRY_METHODS)
+    monkeypatch.setattr(so, "linprog", lambda *a, **k: flaky(*a, fail=every, **k))
+    with pytest.raises(InfeasibleConstraintsError, match="epoch 0"):
+        solve_horizon_lp(obs, build_cost_model(obs, max_util=1.0), (0.0, 0.0))
