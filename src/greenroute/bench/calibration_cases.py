@@ -12,10 +12,11 @@ epoch counts from the seed.
 nearer saturation and under minute noise, where a quarter day's draw of noisy minutes decides
 the backlog. Measured over seeds 0-47 (``--seeds 48``, 2026-11-26): the paired standard error
 of the TTFT error is 0.1-0.2 % per case at 60-80 % load, 0.3-1.0 % at 85 %, 2.0 % and 2.9 %
-for least-loaded with noise at 75 % and 85 % (0.6 % and 0.7 % on six seeds would have read
-right; it was 5-7 times that: six seeds gave -11.7 to +5.1 % on disjoint blocks at 75 % with
-noise). ``seeds`` below gives every case a standard error of about 1 % (noise: 1.5 %) or less,
-``n = 48 (SE_48 / target)^2`` rounded up, at least 8.
+for least-loaded with noise at 75 % and 85 %. With six seeds, as every case had until then,
+those are sqrt(8) = 2.8 times larger: 5.6 % and 8.2 % with noise, more than the 5 % bar
+(disjoint blocks of six seeds read -11.7 to +5.1 % at 75 % with noise). ``seeds`` below gives
+every case a standard error of about 1 % (noise: 1.5 %) or less, ``n = 48 (SE_48 / target)^2``
+rounded up, at least 8.
 """
 
 from __future__ import annotations
