@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from greenroute.bench.calibrate import calibration_scenario, sustainable_rps
+from greenroute.bench.calibrate import calibration_scenario, local_run_metrics, sustainable_rps
 from greenroute.bench.calibration_cases import (
     DAYS,
     DEMO_CASES,
@@ -24,8 +24,6 @@ from greenroute.bench.calibration_cases import (
     CalibrationCase,
     case_errors,
 )
-from greenroute.policies.registry import local_policy_factory, make_geo_policy
-from greenroute.sim.engine import SimConfig, Simulation
 from greenroute.sim.prepare import prepare
 
 ENERGY_TOL = 0.01  # carbon and energy (issue 8)
@@ -111,10 +109,7 @@ def test_sustainable_rate_is_the_engines_saturated_throughput():
     mu = sustainable_rps()
     assert mu == pytest.approx(5.691, rel=1e-3)  # 2 servers x 2.846 requests/s
     sc = calibration_scenario(3.0 * mu, 0.0, days=DAYS)
-    prep = prepare(sc.with_options(fidelity="request", server_model="iteration"), 0, None)
-    sim = Simulation(prep, make_geo_policy("local-only"), local_policy_factory("least-loaded"),
-                     SimConfig(seed=0))  # fmt: skip
-    m = sim.run().metrics
+    m = local_run_metrics(sc, "request", "iteration", "least-loaded", 0)
     # the first epochs fill the servers: count the completions over the whole quarter day
     assert m["requests_completed"] / (DAYS * 86400.0) == pytest.approx(mu, rel=0.01)
 

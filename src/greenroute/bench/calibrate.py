@@ -113,6 +113,17 @@ def _demo_work() -> tuple[float, int]:
     return _work_per_request_s(get_scenario("demo"), share)
 
 
+def local_run_metrics(
+    sc: Scenario, fidelity: str, server_model: str, local: str, seed: int
+) -> dict[str, float]:
+    """One run's metrics: ``sc`` at ``fidelity`` and ``server_model``, the local-only geo
+    policy, ``local`` as every region's balancer, seed ``seed`` (the calibration runs)."""
+    prep = prepare(sc.with_options(fidelity=fidelity, server_model=server_model), seed, None)
+    sim = Simulation(prep, make_geo_policy("local-only"), local_policy_factory(local),
+                     SimConfig(seed=seed))  # fmt: skip
+    return sim.run().metrics
+
+
 def iteration_grid(days: float = 0.5, seeds: tuple[int, ...] = (0, 1)) -> pd.DataFrame:
     """Fluid (iteration, and slots as the 'before') vs the iteration engine over the grid:
     the single region (``calibration_scenario``) and the demo's three regions (``demo_like``)."""
@@ -131,10 +142,7 @@ def iteration_grid(days: float = 0.5, seeds: tuple[int, ...] = (0, 1)) -> pd.Dat
             for label, fid, sm in (("engine", "request", "iteration"),
                                    ("iteration", "fluid", "iteration"),
                                    ("slots", "fluid", "slots")):  # fmt: skip
-                prep = prepare(sc.with_options(fidelity=fid, server_model=sm), seed, None)
-                sim = Simulation(prep, make_geo_policy("local-only"), local_policy_factory(local),
-                                 SimConfig(seed=seed))  # fmt: skip
-                got[label].append(sim.run().metrics)
+                got[label].append(local_run_metrics(sc, fid, sm, local, seed))
         row: dict[str, object] = {"scenario": name, "local": local, "sigma": sigma, "util": u}
         for k in ("carbon_kg", "energy_kwh", "ttft_mean_s"):
             a = float(np.mean([m[k] for m in got["engine"]]))

@@ -27,11 +27,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from greenroute.bench.calibrate import calibration_scenario, demo_like, sustainable_rps
-from greenroute.policies.registry import local_policy_factory, make_geo_policy
+from greenroute.bench.calibrate import (
+    calibration_scenario,
+    demo_like,
+    local_run_metrics,
+    sustainable_rps,
+)
 from greenroute.sim.cluster import uniform_cluster
-from greenroute.sim.engine import SimConfig, Simulation
-from greenroute.sim.prepare import prepare
 from greenroute.sim.scenario import Scenario
 
 DAYS = 0.25  # one seed's horizon
@@ -99,17 +101,6 @@ DEMO_CASES = (
 ALL_CASES = ISSUE_CASES + HELD_OUT_CASES + DEMO_CASES
 
 
-def run_metrics(
-    sc: Scenario, fidelity: str, server_model: str, local: str, seed: int
-) -> dict[str, float]:
-    """One run's carbon, energy and mean TTFT (local-only geo policy)."""
-    prep = prepare(sc.with_options(fidelity=fidelity, server_model=server_model), seed, None)
-    sim = Simulation(prep, make_geo_policy("local-only"), local_policy_factory(local),
-                     SimConfig(seed=seed))  # fmt: skip
-    m = sim.run().metrics
-    return {k: float(m[k]) for k in METRICS}
-
-
 def paired_error(reference: np.ndarray, model: np.ndarray) -> tuple[float, float]:
     """``(mean(model) / mean(reference) - 1, its standard error)`` over paired runs (delta
     method; nan when fewer than two pairs)."""
@@ -129,8 +120,8 @@ def case_errors(
     over seeds ``0 .. n-1`` (``n`` = ``seeds`` or the case's own count)."""
     sc = case.scenario()
     n = case.seeds if seeds is None else seeds
-    eng = [run_metrics(sc, "request", "iteration", case.local, s) for s in range(n)]
-    flu = [run_metrics(sc, "fluid", fluid_model, case.local, s) for s in range(n)]
+    eng = [local_run_metrics(sc, "request", "iteration", case.local, s) for s in range(n)]
+    flu = [local_run_metrics(sc, "fluid", fluid_model, case.local, s) for s in range(n)]
     return {
         k: paired_error(np.array([m[k] for m in eng]), np.array([m[k] for m in flu]))
         for k in METRICS
