@@ -22,7 +22,7 @@ from greenroute.sim.fluid_route_wait import (
     remaining_work_cv,
     routed_wait,
 )
-from greenroute.sim.fluid_split_chain import chain_tables, chain_wait, erlang_overlap, split_wait
+from greenroute.sim.fluid_split_chain import chain_tables, chain_wait, erlang_overlap
 from greenroute.sim.queueing_kernel import erlang_c
 
 # Odoni & Roth (1983), "An empirical investigation of the transient behavior of stationary
@@ -195,17 +195,12 @@ def iteration_epoch(
         # M/G/S per server (service = residence N / lam, the output length's SCV) at the
         # peakedness their balancing leaves (``fluid_route_wait``); Python policies the same
         # M/G/S at peakedness 1 (Allen-Cunneen)
-        if k_split >= 1:
-            pw[g], cond[g] = split_wait(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st,
-                                        z_split)  # fmt: skip
-        elif route > 0:
-            # least-loaded / least-connections: M/G/S at the peakedness the router leaves
-            stall = stall_share(g, n, lam, types, tau, adv, decode, st)
-            pw[g], cond[g], _ = routed_wait(route, n_srv, h_n, s, n, lam_tot, scv, cv, stall)
-        else:
-            pw[g] = erlang_c(s, n)
-            denom = s * lam_tot / max(n, 1e-12) - lam_tot
-            cond[g] = (1.0 / denom if denom > 0 else 0.0) * (1.0 + scv) / 2.0
+        tab = np.zeros((3, 1))
+        if k_split >= 1:  # the chain's rates at the mean rate, scaled per noise node below
+            tab = chain_tables(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, z_split)
+        pw[g], cond[g], _ = _slot_wait(g, k_split, route, lam, lam_tot, 1.0, n, tab, types,
+                                       tau, adv, decode, st, s, z_split, n_srv, h_n, scv,
+                                       cv)  # fmt: skip
         if not sig > 0 or not u > 0:
             continue
         # minute rate noise (lognormal multiplier, Gauss-Hermite nodes weighted by arrivals).
@@ -216,9 +211,6 @@ def iteration_epoch(
         # the overload terms below take over), as the slots model does (``noise_wait``)
         u_st = min(u, rho_max)  # above it the epoch-level fluid backlog takes over
         base = lam[g].copy()
-        tab = np.zeros((3, 1))
-        if k_split >= 1:  # the chain's rates at the mean rate, scaled per node below
-            tab = chain_tables(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, z_split)
         p_sum = 0.0
         pw_sum = 0.0
         pwc_sum = 0.0
@@ -240,16 +232,9 @@ def iteration_epoch(
                 r_k, a_k, own_k, _ = _fixed_parts(g, n_k, lam, lam_k, types, tau, tau2, adv,
                                                   decode, e_out, ahead, st)  # fmt: skip
                 pre_sum += p * (r_k * (1.0 + a_k * share_q) + own_k)  # share at the mean rate
-            z_k = 1.0
-            if k_split >= 1:
-                pw_k, cond_k = chain_wait(tab, m_eff, lam_tot, s, z_split)
-            elif route > 0:
-                stall = stall_share(g, n_k, lam, types, tau, adv, decode, st)
-                pw_k, cond_k, z_k = routed_wait(route, n_srv, h_n, s, n_k, lam_k, scv, cv, stall)
-            else:
-                pw_k = erlang_c(s, n_k)
-                den_k = s * lam_k / max(n_k, 1e-12) - lam_k
-                cond_k = (1.0 / den_k if den_k > 0 else 0.0) * (1.0 + scv) / 2.0
+            pw_k, cond_k, z_k = _slot_wait(g, k_split, route, lam, lam_tot, m_eff, n_k, tab,
+                                           types, tau, adv, decode, st, s, z_split, n_srv, h_n,
+                                           scv, cv)  # fmt: skip
             # weight: the share of the minute the queue spends relaxed to the node's wait,
             # 1 - tau/T (1 - exp(-T/tau)) (time-average of 1 - exp(-t/tau) over the minute);
             # at peakedness z (Hayward: S / z servers of the same service time) tau is z times
@@ -298,6 +283,29 @@ def iteration_epoch(
         if extra > 0:  # everyone waits the extra: P(wait) = 1, mean = the total
             cond[g] = pw[g] * cond[g] + extra
             pw[g] = 1.0
+
+
+@njit(cache=True)
+def _slot_wait(
+    g, k_split, route, lam, lam_base, mult, n_r, tab, types, tau, adv, decode, st, s, z_split,
+    n_srv, h_n, scv, cv,
+):  # fmt: skip
+    """Stationary slot wait ``(P(wait), mean wait given waiting, z)`` of group ``g`` at ``mult``
+    times the rate ``lam_base`` (``lam`` already at that rate, ``n_r`` running decodes there):
+    split arrivals (round-robin over ``k_split`` servers, random) the birth-death chain of
+    ``tab`` (``chain_tables`` at the mean rate; ``z`` 1); least-loaded / least-connections the
+    M/G/S wait at the peakedness the router leaves (``routed_wait``); Python policies M/G/S at
+    peakedness 1 (Allen-Cunneen). One code path for the epoch's mean rate (``mult`` 1) and
+    every minute-noise node."""
+    if k_split >= 1:
+        pw, cond = chain_wait(tab, mult, lam_base, s, z_split)
+        return pw, cond, 1.0
+    lam_r = lam_base * mult
+    if route > 0:
+        stall = stall_share(g, n_r, lam, types, tau, adv, decode, st)
+        return routed_wait(route, n_srv, h_n, s, n_r, lam_r, scv, cv, stall)
+    den = s * lam_r / max(n_r, 1e-12) - lam_r
+    return erlang_c(s, n_r), (1.0 / den if den > 0 else 0.0) * (1.0 + scv) / 2.0, 1.0
 
 
 @njit(cache=True)
