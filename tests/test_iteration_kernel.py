@@ -43,6 +43,7 @@ from greenroute.sim.iteration.kernel import (
     A_PF_FIRST,
     A_PREEMPT,
     A_RECOMP,
+    A_RUN2_S,
     A_RUN_S,
     A_STEPS,
     A_TOKENS,
@@ -105,6 +106,8 @@ def test_iteration_boundaries_ttft_e2e_and_accumulators() -> None:
     # running requests x seconds: 2 x 0.8 + 3 x 0.42 + 2 x 0.05 (a request counts in the
     # iteration that completes it)
     assert acc[A_RUN_S] == pytest.approx(2 * 0.8 + 3 * 0.42 + 2 * 0.05, rel=EXACT)
+    # and squared (the occupancy's time-average spread): 4 x 0.8 + 9 x 0.42 + 4 x 0.05
+    assert acc[A_RUN2_S] == pytest.approx(4 * 0.8 + 9 * 0.42 + 4 * 0.05, rel=EXACT)
     # token gaps: A 0.42 and 0.05, B 0.42, C 0.05 -> two in each bin, none elsewhere
     assert st.tbt_hist.sum() == 4
     assert st.tbt_hist[tbt_bin(0.42)] == 2
@@ -350,6 +353,7 @@ def test_fast_forward_equals_iteration_by_iteration(data) -> None:
     # all accumulators but the diagnostic step/jump counts
     np.testing.assert_allclose(st_fast.acc[:, :A_STEPS], st_slow.acc[:, :A_STEPS], rtol=1e-9)
     np.testing.assert_allclose(st_fast.acc[:, A_RUN_S], st_slow.acc[:, A_RUN_S], rtol=1e-9)
+    np.testing.assert_allclose(st_fast.acc[:, A_RUN2_S], st_slow.acc[:, A_RUN2_S], rtol=1e-9)
     np.testing.assert_array_equal(st_fast.tbt_hist, st_slow.tbt_hist)
     np.testing.assert_allclose(st_fast.clock, st_slow.clock, rtol=1e-9)
     np.testing.assert_array_equal(st_fast.nrun, st_slow.nrun)

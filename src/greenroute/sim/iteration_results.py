@@ -166,9 +166,10 @@ def hist_percentile(hist: np.ndarray, q: float) -> float:
 
 
 def server_frame(sim, be):
-    """Per-server figures of the run: iterations, busy seconds, running request-seconds, mean
-    batch size, token-budget utilisation (tokens processed / (iterations x budget)), iteration
-    energy (J, busy time only), preemptions; in ``RunResult.extras["servers"]``."""
+    """Per-server figures of the run: iterations, busy seconds, running request-seconds (and
+    their square, for the occupancy's time-average spread), mean batch size, token-budget
+    utilisation (tokens processed / (iterations x budget)), iteration energy (J, busy time only),
+    preemptions; in ``RunResult.extras["servers"]``."""
     import pandas as pd
 
     b = sim.prep.built
@@ -184,6 +185,7 @@ def server_frame(sim, be):
             "iterations": it,
             "busy_s": acc[:, IK.A_BUSY_S],
             "running_request_s": acc[:, IK.A_RUN_S],
+            "running_request2_s": acc[:, IK.A_RUN2_S],
             "batch_size_mean": batch,
             "token_budget_utilisation": util,
             "iteration_energy_j": acc[:, IK.A_ENERGY_J],

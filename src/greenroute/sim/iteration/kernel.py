@@ -85,7 +85,8 @@ A_OUT_TOK = 10  # output tokens produced
 A_STEPS = 11  # iterations simulated one by one (diagnostic)
 A_JUMPS = 12  # runs of identical decode iterations simulated in one step (diagnostic)
 A_RUN_S = 13  # sum over iterations of running requests x seconds (occupancy of the running cap)
-N_ACC = 14
+A_RUN2_S = 14  # the same with running requests squared (time-average spread of the occupancy)
+N_ACC = 15
 # --- token-gap histogram (state ``tbt_hist``): every gap between two consecutive output tokens
 # of a request is counted in log-spaced bins, bin b = [TBT_LO_S x r^b, TBT_LO_S x r^(b+1)) with
 # r = 1 + TBT_BIN_REL; gaps below TBT_LO_S fall in bin 0, above the last bin in the last. A
@@ -446,6 +447,7 @@ def _iterate(s, cfg, cost, st):
     acc[s, A_TOKENS] += pf_tok + n_dec
     acc[s, A_ENERGY_J] += pw * dur
     acc[s, A_RUN_S] += nrun[s] * dur
+    acc[s, A_RUN2_S] += nrun[s] * nrun[s] * dur
     t_start = clock[s]
     b_start = tbt_bin(t_end - t_start)
     k = 0
@@ -579,6 +581,7 @@ def _fast_forward(s, t_until, cfg, cost, st):
     acc[s, A_TOKENS] += k * n
     acc[s, A_ENERGY_J] += pw * k * d
     acc[s, A_RUN_S] += n * k * d
+    acc[s, A_RUN2_S] += n * n * k * d
     acc[s, A_DEC_IN] += k * n
     hist = st[19]
     hist[tbt_bin(d)] += (k - 1) * n
