@@ -17,7 +17,7 @@ def test_fixed_parts_on_flat_tables_by_hand():
     lam = np.array([[[2.0]]])
     types = np.array([[0]])
     decode = np.full((1, s_max + 1), d_s)
-    resid, ahead_rate, own, busy = IC._fixed_parts(
+    resid, ahead_rate, own, busy, tau2_sum, d = IC._fixed_parts(
         0, 20.0, lam, 2.0, types, tau, tau * tau, np.zeros_like(tau), decode,
         np.array([o]), np.array([[ahead_s]]), 1.0,
     )  # fmt: skip
@@ -26,3 +26,5 @@ def test_fixed_parts_on_flat_tables_by_hand():
     assert ahead_rate == pytest.approx(2.0 * ahead_s, rel=1e-12)
     assert own == pytest.approx(tau_s, rel=1e-12)
     assert busy == pytest.approx(2.0 * tau_s, rel=1e-12)
+    assert tau2_sum == pytest.approx(2.0 * tau_s**2, rel=1e-12)
+    assert d == pytest.approx(d_s, rel=1e-12)

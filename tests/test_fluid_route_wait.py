@@ -13,23 +13,6 @@ from greenroute.sim.fluid_iteration import routing
 from greenroute.sim.queueing import erlang_c, mgc_wait_s
 
 
-def test_min_slope_closed_forms():
-    # N = 2: int phi^2 = 1 / (2 sqrt(pi)); N = 3: 2 int phi^2 (1 - Phi) = the same (by symmetry
-    # int phi^2 Phi = int phi^2 (1 - Phi) = half of int phi^2); one server: no choice
-    assert RW.min_slope(2) == pytest.approx(1.0 / (2.0 * math.sqrt(math.pi)), rel=1e-9)
-    assert RW.min_slope(3) == pytest.approx(1.0 / (2.0 * math.sqrt(math.pi)), rel=1e-9)
-    assert RW.min_slope(1) == 0.0
-
-
-def test_min_slope_four_servers_against_quadrature():
-    from scipy.integrate import quad
-    from scipy.stats import norm
-
-    ref = 3.0 * quad(lambda x: norm.pdf(x) ** 2 * norm.sf(x) ** 2, -np.inf, np.inf)[0]
-    assert ref == pytest.approx(0.257344, abs=1e-6)
-    assert RW.min_slope(4) == pytest.approx(ref, rel=1e-8)
-
-
 def test_remaining_work_cv_exponential_and_fixed_outputs():
     # exponential outputs (E[O^k] = k! theta^k): the remaining work is exponential, CV 1
     theta = 200.0
@@ -40,33 +23,56 @@ def test_remaining_work_cv_exponential_and_fixed_outputs():
 
 
 def test_route_peakedness_by_hand():
-    h2 = RW.min_slope(2)
-    # two servers, 25 running, CV 1, no stall: f = 2 h_2 5 = 5 / sqrt(pi) = 2.82095;
-    # z = 1/2 + (1/2) / (1 + f) = 0.630858
-    z = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 2, h2, 25.0, 1.0, 0.0)
-    assert z == pytest.approx(0.5 + 0.5 / (1.0 + 5.0 / math.sqrt(math.pi)), rel=1e-12)
-    assert z == pytest.approx(0.630858, abs=1e-6)
-    # the prefill stall multiplies it by (1 + rho_s)^2
-    z_st = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 2, h2, 25.0, 1.0, 0.25)
-    assert z_st == pytest.approx(1.5625 * z, rel=1e-12)
+    # least-loaded, two servers, remaining-work CV 1 (exponential outputs: SCV 1), no stall:
+    # z = 1/2 + (1/2) 0.9 x 1 x (1 + 1) / 2 = 0.95
+    z = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 2, 1.0, 1.0, 0.0)
+    assert z == pytest.approx(0.5 + 0.5 * RW.COMPOSITION_SHARE, rel=1e-12)
+    assert RW.COMPOSITION_SHARE == 0.9
+    # the prefill stall multiplies the pooled part only: (1.25^2) / 2 + 0.45
+    z_st = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 2, 1.0, 1.0, 0.25)
+    assert z_st == pytest.approx(1.5625 / 2.0 + 0.45, rel=1e-12)
+    # eight servers, CV 0.81, SCV 0.6 (the calibration's interactive class): 1.5 / 8 + (7/8)
+    # 0.9 x 0.6561 x 0.8 = 0.1875 + 0.41334 = 0.60084 (the engine's count spread: 0.596)
+    z8 = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 8, 0.81, 0.6, math.sqrt(1.5) - 1.0)
+    assert z8 == pytest.approx(1.5 / 8 + 7 / 8 * 0.9 * 0.81**2 * 0.8, rel=1e-12)
+    assert z8 == pytest.approx(0.60084, abs=1e-5)
 
 
 def test_route_peakedness_limits():
-    h4 = RW.min_slope(4)
     # least-connections routes on the count itself: the pooled queue's 1 / N
-    assert RW.route_peakedness(RW.ROUTE_LEAST_CONNECTIONS, 4, h4, 25.0, 0.8, 0.2) == (
+    assert RW.route_peakedness(RW.ROUTE_LEAST_CONNECTIONS, 4, 0.8, 0.6, 0.2) == (
         pytest.approx(1.44 / 4.0)
     )
     # one server: nothing to choose, Poisson arrivals with the stall's overdispersion
-    assert RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 1, 0.0, 25.0, 0.8, 0.2) == pytest.approx(1.44)
-    # a score that says nothing about the count (CV -> infinity): random routing, z -> 1
-    assert RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 2, RW.min_slope(2), 25.0, 1e9, 0.0) == (
-        pytest.approx(1.0, abs=1e-8)
+    assert RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 1, 0.8, 0.6, 0.2) == pytest.approx(1.44)
+    # many servers: the composition alone; a score that pins the count (CV 0) pools the queue
+    z_many = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 10_000, 1.5, 2.0, 0.2)
+    assert z_many == pytest.approx(0.9 * 2.25 * 1.5, rel=1e-3)
+    assert RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 4, 0.0, 0.6, 0.2) == pytest.approx(0.36)
+    # heavier-tailed work spreads the count wider, and more servers spread it further then
+    z2 = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 2, 1.7, 1.4, 0.0)
+    z8 = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 8, 1.7, 1.4, 0.0)
+    assert 1.0 < z2 < z8
+
+
+def test_slot_occupancy_holds_the_prompt_in_its_prefill_iteration():
+    # a prefill iteration 30 % of the time: 0.3 / 0.7 = 0.42857 more slots than decodes
+    assert RW.slot_occupancy(20.05, 0.3) == pytest.approx(20.05 + 0.3 / 0.7, rel=1e-12)
+    assert RW.slot_occupancy(20.0, 0.0) == 20.0
+
+
+def test_wait_given_full_pooled_with_the_own_server_floor():
+    # 2 servers of 32 slots, 24.93 held, 2.43 arrivals/s each: a full server completes
+    # 32 x 2.43 / 24.93 = 3.11913/s; pooled M/M/64: 1 / (2 (3.11913 - 2.43)) = 0.72555 s
+    rate = 32 * 2.43 / 24.93
+    assert RW.wait_given_full(2, 32.0, 24.93, 2.43) == pytest.approx(
+        1.0 / (2 * (rate - 2.43)), rel=1e-12
     )
-    # more servers balance better at the same score noise
-    z2 = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 2, RW.min_slope(2), 25.0, 0.8, 0.0)
-    z4 = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 4, h4, 25.0, 0.8, 0.0)
-    assert z4 < z2 < 1.0
+    assert RW.wait_given_full(2, 32.0, 24.93, 2.43) == pytest.approx(0.72555, abs=1e-5)
+    # 8 servers: the pooled 0.18139 s is below the own server's next completion 1 / 3.11913
+    assert RW.wait_given_full(8, 32.0, 24.93, 2.43) == pytest.approx(1.0 / rate, rel=1e-12)
+    # saturated (a full server completes no faster than its arrivals): the own completion
+    assert RW.wait_given_full(2, 32.0, 32.0, 2.43) == pytest.approx(1.0 / 2.43, rel=1e-12)
 
 
 def test_hayward_wait_at_unit_peakedness_is_allen_cunneen():
@@ -103,21 +109,24 @@ def test_routing_table():
 
 
 def test_routed_wait_solves_its_fixed_point():
-    h2 = RW.min_slope(2)
+    ll, lc = RW.ROUTE_LEAST_LOADED, RW.ROUTE_LEAST_CONNECTIONS
     s, n, lam, scv, cv, stall = 32.0, 24.0, 2.4, 0.6, 0.8, 0.27
-    pw, cond, z = RW.routed_wait(RW.ROUTE_LEAST_LOADED, 2, h2, s, n, lam, scv, cv, stall)
+    pw, cond, z = RW.routed_wait(ll, 2, s, n, lam, scv, cv, stall)
     # only prompts admitted on arrival stall: z is the peakedness at stall x (1 - P(wait at z))
-    assert z == pytest.approx(
-        RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 2, h2, n, cv, stall * (1.0 - pw)), rel=1e-7
-    )
-    lo = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 2, h2, n, cv, 0.0)
-    hi = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 2, h2, n, cv, stall)
+    assert z == pytest.approx(RW.route_peakedness(ll, 2, cv, scv, stall * (1.0 - pw)), rel=1e-7)
+    lo = RW.route_peakedness(ll, 2, cv, scv, 0.0)
+    hi = RW.route_peakedness(ll, 2, cv, scv, stall)
     assert lo < z < hi
-    assert (pw, cond) == pytest.approx(RW.hayward_mgs(s, n, lam, scv, z), rel=1e-12)
+    # P(wait) by Hayward at z; least-loaded's wait given waiting is the pooled one
+    assert pw == pytest.approx(RW.hayward_mgs(s, n, lam, scv, z)[0], rel=1e-12)
+    assert cond == pytest.approx(RW.wait_given_full(2, s, n, lam), rel=1e-12)
+    # least-connections keeps Hayward's wait at its own peakedness
+    pw_c, cond_c, z_c = RW.routed_wait(lc, 2, s, n, lam, scv, cv, stall)
+    assert (pw_c, cond_c) == pytest.approx(RW.hayward_mgs(s, n, lam, scv, z_c), rel=1e-12)
     # no stall: the bracket is one point
-    pw0, cond0, z0 = RW.routed_wait(RW.ROUTE_LEAST_LOADED, 2, h2, s, n, lam, scv, cv, 0.0)
+    pw0, _, z0 = RW.routed_wait(ll, 2, s, n, lam, scv, cv, 0.0)
     assert z0 == pytest.approx(lo, rel=1e-12)
-    assert (pw0, cond0) == pytest.approx(RW.hayward_mgs(s, n, lam, scv, lo), rel=1e-9)
+    assert pw0 == pytest.approx(RW.hayward_mgs(s, n, lam, scv, lo)[0], rel=1e-9)
 
 
 def test_chosen_despite_closed_forms():
@@ -165,3 +174,19 @@ def test_queued_prompt_share_by_hand():
     # no state-aware router, or one server: every queued prompt is met
     assert RW.queued_prompt_share(RW.ROUTE_NONE, 2, n, e_p, e_p2, e_o, e_o2, 1.0, 0.25) == 1.0
     assert RW.queued_prompt_share(ll, 1, n, e_p, e_p2, e_o, e_o2, 1.0, 0.25) == 1.0
+
+
+def test_prefill_share_by_hand():
+    ll = RW.ROUTE_LEAST_LOADED
+    # as queued_prompt_share's case (sigma = 1131.37 tokens) but the handicap is the last
+    # request's output only: E[O] - 1 = 199 tokens, delta = 199 / 1131.37 = 0.17589;
+    # two servers: erfc(delta / 2) = 0.90102
+    e_o, e_o2, n = 200.0, 2 * 200.0**2, 16.0
+    sigma = 200.0 * math.sqrt(32.0)
+    got = RW.prefill_share(ll, 2, n, 900.0, 900.0**2, e_o, e_o2, 1.0, 0.0)
+    assert got == pytest.approx(math.erfc(199.0 / sigma / 2.0), rel=1e-9)
+    assert got == pytest.approx(0.90102, abs=1e-5)
+    # more servers avoid it more; other routers and one server: no avoidance
+    assert RW.prefill_share(ll, 8, n, 900.0, 900.0**2, e_o, e_o2, 1.0, 0.0) < got
+    for route, n_srv in ((RW.ROUTE_LEAST_CONNECTIONS, 2), (RW.ROUTE_NONE, 2), (ll, 1)):
+        assert RW.prefill_share(route, n_srv, n, 900.0, 900.0**2, e_o, e_o2, 1.0, 0.0) == 1.0

@@ -80,9 +80,10 @@ def running(g, lam, lam_tot, types, tau, adv, decode, e_out, slots, st=1.0):
 def _fixed_parts(g, n, lam, lam_tot, types, tau, tau2, adv, decode, e_out, ahead, st):
     """The pieces of ``pre`` at ``n`` running decodes and rates ``lam`` (as
     ``iteration_epoch``'s mean-rate ``pre``, without round-robin's Erlang-k residual):
-    ``(resid, ahead_rate, own, busy_pf)``: the mean age of the running iteration ``0.5 (sum lam
-    E[tau^2] + r_d d^2)``, the prompts-ahead rate ``sum lam ahead``, the interactive prompt's
-    own iteration ``E[tau]`` and the prefill busy share ``sum lam tau``."""
+    ``(resid, ahead_rate, own, busy_pf, tau2_sum, d)``: the mean age of the running iteration
+    ``0.5 (sum lam E[tau^2] + r_d d^2)``, the prompts-ahead rate ``sum lam ahead``, the
+    interactive prompt's own iteration ``E[tau]``, the prefill busy share ``sum lam tau``, its
+    ``sum lam E[tau^2]`` and the decode step ``d``."""
     n_c, n_m = lam.shape[1], lam.shape[2]
     d = 0.0
     for m in range(n_m):
@@ -110,7 +111,7 @@ def _fixed_parts(g, n, lam, lam_tot, types, tau, tau2, adv, decode, e_out, ahead
                 lam_i += lv
     r_d = dec_sum / max(n, 1e-9)
     own = own / lam_i if lam_i > 0 else 0.0
-    return 0.5 * (tau2_sum + r_d * d * d), ahead_rate, own, tau_sum
+    return 0.5 * (tau2_sum + r_d * d * d), ahead_rate, own, tau_sum, tau2_sum, d
 
 
 @njit(cache=True)

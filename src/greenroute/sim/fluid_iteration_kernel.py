@@ -17,10 +17,12 @@ from numba import njit
 from greenroute.sim.fluid_iteration_core import _at, _fixed_parts, running, stall_share
 from greenroute.sim.fluid_noise_backlog import lindley_gaussian_mean, lindley_lognormal_mean
 from greenroute.sim.fluid_route_wait import (
-    min_slope,
+    ROUTE_LEAST_LOADED,
+    prefill_share,
     queued_prompt_share,
     remaining_work_cv,
     routed_wait,
+    slot_occupancy,
 )
 from greenroute.sim.fluid_split_chain import chain_tables, chain_wait, erlang_overlap
 from greenroute.sim.queueing_kernel import erlang_c
@@ -55,7 +57,6 @@ def iteration_epoch(
     sigma, period, rho_max = par[0], par[1], par[2]
     z, wq = gh[0], gh[1]
     lam = np.zeros((n_g, n_c, n_m))
-    h_tab = np.full(g_split[:, 2].max() + 1 if n_g else 1, -1.0)  # min_slope by server count
     for g in range(n_g):
         srv = max(g_servers[g], 1.0)
         s = max(run_cap[g], 1.0)
@@ -118,11 +119,6 @@ def iteration_epoch(
         k_split = g_split[g, 0]
         route = g_split[g, 1]  # state-aware router (``fluid_route_wait``), 0 none
         n_srv = g_split[g, 2]
-        h_n = 0.0
-        if route > 0:
-            if h_tab[n_srv] < 0:  # h_N once per server count met
-                h_tab[n_srv] = min_slope(n_srv)
-            h_n = h_tab[n_srv]
         if k_split >= 2 and tau_sum > 0:
             # round-robin over k servers: the previous arrival here came an Erlang-k gap ago,
             # not an exponential one, so its prefill iteration is less often still running.
@@ -166,6 +162,15 @@ def iteration_epoch(
             # queued prompt: only that share of the prompts-ahead term is met
             share_q = queued_prompt_share(route, n_srv, n, e_p, e_p2, e_o, e_o2, cv, tau_sum)
             pre[g] -= resid * ahead_rate * (1.0 - share_q)
+        # least-loaded also seldom sends an arrival to the server in the prefill iteration of
+        # the request it got last (that request's output is in its score): that share of the
+        # arrivals meets a decode iteration's residual d / 2 instead (``prefill_share``)
+        share_pf = prefill_share(route, n_srv, n, e_p, e_p2, e_o, e_o2, cv, tau_sum)
+        pre[g] += (
+            (1.0 - share_pf)
+            * _avoided_residual(tau_sum, tau2_sum, d)
+            * (1.0 + ahead_rate * share_q)
+        )
         # split arrivals (round-robin over k servers: Erlang-k gaps, ca^2 = 1 / k; random:
         # Poisson): peakedness of the running requests (G/GI/inf, Whitt 1982 / Eick, Massey &
         # Whitt 1993: z = 1 + (ca^2 - 1) mu int Gbar^2 = 1 + (ca^2 - 1) E[min(O1, O2)] / E[O],
@@ -198,8 +203,8 @@ def iteration_epoch(
         tab = np.zeros((3, 1))
         if k_split >= 1:  # the chain's rates at the mean rate, scaled per noise node below
             tab = chain_tables(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, z_split)
-        pw[g], cond[g], _ = _slot_wait(g, k_split, route, lam, lam_tot, 1.0, n, tab, types,
-                                       tau, adv, decode, st, s, z_split, n_srv, h_n, scv,
+        pw[g], cond[g], _ = _slot_wait(g, k_split, route, lam, lam_tot, 1.0, n, tau_sum, tab,
+                                       types, tau, adv, decode, st, s, z_split, n_srv, scv,
                                        cv)  # fmt: skip
         if not sig > 0 or not u > 0:
             continue
@@ -225,15 +230,18 @@ def iteration_epoch(
                     lam[g, c, m] = base[c, m] * m_eff
             lam_k = lam_tot * m_eff
             n_k = running(g, lam, lam_k, types, tau, adv, decode, e_out, s, st)
+            pf_k = 0.0  # prefill-iteration share at the node's rate
             if k_split <= 1:
                 # the residual iteration and the prompts ahead grow with the rate: an arrival
                 # meets them at its minute's rate (round-robin keeps the mean rate's, with
-                # its Erlang-k residual)
-                r_k, a_k, own_k, _ = _fixed_parts(g, n_k, lam, lam_k, types, tau, tau2, adv,
-                                                  decode, e_out, ahead, st)  # fmt: skip
-                pre_sum += p * (r_k * (1.0 + a_k * share_q) + own_k)  # share at the mean rate
-            pw_k, cond_k, z_k = _slot_wait(g, k_split, route, lam, lam_tot, m_eff, n_k, tab,
-                                           types, tau, adv, decode, st, s, z_split, n_srv, h_n,
+                # its Erlang-k residual); the shares of the router at the mean rate
+                r_k, a_k, own_k, pf_k, t2_k, d_k = _fixed_parts(
+                    g, n_k, lam, lam_k, types, tau, tau2, adv, decode, e_out, ahead, st
+                )
+                r_k += (1.0 - share_pf) * _avoided_residual(pf_k, t2_k, d_k)
+                pre_sum += p * (r_k * (1.0 + a_k * share_q) + own_k)
+            pw_k, cond_k, z_k = _slot_wait(g, k_split, route, lam, lam_tot, m_eff, n_k, pf_k,
+                                           tab, types, tau, adv, decode, st, s, z_split, n_srv,
                                            scv, cv)  # fmt: skip
             # weight: the share of the minute the queue spends relaxed to the node's wait,
             # 1 - tau/T (1 - exp(-T/tau)) (time-average of 1 - exp(-t/tau) over the minute);
@@ -286,12 +294,21 @@ def iteration_epoch(
 
 
 @njit(cache=True)
+def _avoided_residual(busy_pf, tau2_sum, d):
+    """Change of the mean residual iteration an arrival meets when it avoids every server in a
+    prefill iteration (a share ``busy_pf`` of the time, length-biased residual ``tau2_sum / (2
+    busy_pf)``) and meets a decode iteration's ``d / 2`` there instead (``prefill_share``)."""
+    return 0.5 * (busy_pf * d - tau2_sum)
+
+
+@njit(cache=True)
 def _slot_wait(
-    g, k_split, route, lam, lam_base, mult, n_r, tab, types, tau, adv, decode, st, s, z_split,
-    n_srv, h_n, scv, cv,
+    g, k_split, route, lam, lam_base, mult, n_r, busy_pf, tab, types, tau, adv, decode, st, s,
+    z_split, n_srv, scv, cv,
 ):  # fmt: skip
     """Stationary slot wait ``(P(wait), mean wait given waiting, z)`` of group ``g`` at ``mult``
-    times the rate ``lam_base`` (``lam`` already at that rate, ``n_r`` running decodes there):
+    times the rate ``lam_base`` (``lam`` already at that rate, ``n_r`` running decodes and a
+    prefill-iteration share ``busy_pf`` there; least-loaded reads the slot occupancy):
     split arrivals (round-robin over ``k_split`` servers, random) the birth-death chain of
     ``tab`` (``chain_tables`` at the mean rate; ``z`` 1); least-loaded / least-connections the
     M/G/S wait at the peakedness the router leaves (``routed_wait``); Python policies M/G/S at
@@ -303,7 +320,8 @@ def _slot_wait(
     lam_r = lam_base * mult
     if route > 0:
         stall = stall_share(g, n_r, lam, types, tau, adv, decode, st)
-        return routed_wait(route, n_srv, h_n, s, n_r, lam_r, scv, cv, stall)
+        n_w = min(slot_occupancy(n_r, busy_pf), s) if route == ROUTE_LEAST_LOADED else n_r
+        return routed_wait(route, n_srv, s, n_w, lam_r, scv, cv, stall)
     den = s * lam_r / max(n_r, 1e-12) - lam_r
     return erlang_c(s, n_r), (1.0 / den if den > 0 else 0.0) * (1.0 + scv) / 2.0, 1.0
 

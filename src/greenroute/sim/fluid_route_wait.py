@@ -1,47 +1,50 @@
 """Slot wait of an iteration server behind a state-aware router (least-loaded, least-connections)
-in the fluid model (``fluid_iteration_kernel.iteration_epoch``): how evenly the router spreads
-requests sets the peakedness ``z`` of the running count a server sees, and ``z`` enters the
-per-server M/G/S wait by Hayward's approximation.
+in the fluid model (``fluid_iteration_kernel.iteration_epoch``): how the router spreads requests
+sets the peakedness ``z`` of the running count a server sees, and ``z`` enters the per-server
+M/G/S wait by Hayward's approximation. Measurements: ``docs/fluid_iteration_gap.md``, "Least-
+loaded component by component".
 
-Peakedness of a server's count (``route_peakedness``), a linearised (diffusion) argument:
+Peakedness of a server's count (``route_peakedness``):
 
-* Without feedback (random routing), a server's count ``k`` (mean ``n``) relaxes only by
-  completions, at rate ``lam / n`` per unit of deviation (M/G/inf), and its variance is ``n``
-  (Poisson). Each arriving prompt also holds every running decode back by one prefill
-  iteration, ``tau - a d / n`` (``a`` decodes carried in it), so a burst of arrivals adds
-  requests and withholds ``rho_s = sum_c lam_c (tau_c - a_c d / n)`` completions per arrival:
-  the count moves ``(1 + rho_s)`` per arrival and its variance is ``(1 + rho_s)^2 n``
-  (``stall_share``; measured index of dispersion under random routing 1.6 at 75 % load,
-  1.32 at 85 % truncated at the cap, ``docs/fluid_iteration_gap.md``). Only prompts admitted
-  on arrival move the count so: one that meets a full server is admitted when a request
-  completes, its stall replacing nothing in the count (``routed_wait``: ``rho_s (1 -
-  P(wait))``, solved with the wait).
-* A router that sends each arrival to the least score among ``N`` servers adds a restoring
-  force. The score is ``m1 (k + e)``, ``m1`` the mean remaining work of a running request and
-  ``e`` a noise of standard deviation ``sigma = c sqrt(n)`` in requests (``c``: coefficient of
-  variation of the remaining work; remaining output of a request met at a random time of its
-  residence, residence proportional to its output length, so ``E[R] = E[O^2] / (2 E[O])``,
-  ``E[R^2] = E[O^3] / (3 E[O])``). A server ``x`` requests above the others is chosen with
-  probability ``1/N - h_N x / sigma`` (``min_slope``: ``h_N = (N - 1) int phi^2 (1 -
-  Phi)^(N - 2)``, the slope of the chance that a shifted Gaussian is the least of ``N``), so
-  its arrival rate falls by ``N lam h_N / sigma`` per unit of deviation.
-* The deviation from the servers' mean is then an Ornstein-Uhlenbeck process whose variance is
-  the free one times ``(lam / n) / (lam / n + N lam h_N / sigma)`` = ``1 / (1 + f)``,
-  ``f = N h_N sqrt(n) / c``. The servers' mean count is the pooled count over ``N`` (variance
-  ``1 / N`` of a server's). So ``z = (1 + rho_s)^2 (1 / N + (1 - 1 / N) / (1 + f))``:
-  random routing (``f = 0``) ``(1 + rho_s)^2``; least-connections (the count itself, ``c =
-  0``, ``f`` infinite) the pooled queue's ``(1 + rho_s)^2 / N``.
+* Random routing leaves a server Poisson arrivals; each admitted prompt also holds every running
+  decode back by one prefill iteration, ``tau - a d / n`` (``a`` decodes carried in it), so a
+  burst of arrivals adds requests and withholds ``rho_s = sum_c lam_c (tau_c - a_c d / n)``
+  completions per arrival: the count moves ``(1 + rho_s)`` per arrival and its peakedness is
+  ``amp = (1 + rho_s)^2`` (``stall_share``; measured 1.45 / 1.60 at 60 / 75 % load, the model
+  1.42 / 1.52). Only prompts admitted on arrival move the count so: one that meets a full
+  server is admitted when a request completes (``routed_wait``: ``rho_s (1 - P(wait))``).
+* Least-connections routes on the count itself: the pooled queue's ``amp / N``.
+* Least-loaded routes on the tokens of work left, which drain as requests decode: the server
+  with more running requests sheds score faster and draws the next arrivals, which cancels the
+  completions' restoring force on the count, and what pins the count is the balance of work.
+  The count of a server then spreads as the number of remaining-work pieces that make up the
+  common level: ``z = amp / N + (1 - 1 / N) B``, the pooled count's part plus the composition
+  ``B = COMPOSITION_SHARE c^2 (1 + SCV(O)) / 2`` (``c`` the CV of a running request's remaining
+  output, ``SCV(O)`` the output length's; ``c^2 (1 + SCV(O)) / 2 = Var(R) / (E[R] E[O])``).
+  The form is measured, not derived: over 8 class mixes (``c^2`` 0.65-2.96, ``SCV(O)`` 0.6-3.3)
+  and 2 / 4 / 8 servers the engine's spread fits it within 1-5 % at 8 servers and 0-12 % at 2
+  (``bench/route_spread.py``); the composition alone (``B = c^2``, the renewal count at a
+  common work level) is 10-45 % off, in both directions.
 
-Wait (``hayward_mgs``): Hayward's approximation (Hayward 1952; Fredericks 1980, BSTJ 59(6)):
-traffic of peakedness ``z`` offered to ``S`` servers behaves as Poisson traffic offered to
-``S / z`` servers in units of ``z`` requests: ``P(wait) = C(S / z, a / z)`` and the queue is
-``z`` times the Poisson one's, so the wait given waiting is ``z`` times Allen-Cunneen's M/G/S
-one (service = the residence ``N / lam``, the output length's SCV), and the relaxation time of
-that queue (Odoni & Roth) is ``z`` times longer (``S / z`` servers of the same service time).
+Waits of least-loaded (``routed_wait``), each checked against the engine's own:
 
-No fitted constant: ``N``, ``n``, ``tau``, ``a``, ``d`` come from the profile and the scenario,
-``c`` from the output-length samples. Measured against the iteration engine in
-``tests/test_fluid_iteration_calibration.py`` (``docs/fluid_iteration_gap.md``).
+* ``P(wait)``: Erlang C at ``S / z`` servers and ``n / z`` offered (Hayward 1952; Fredericks
+  1980, BSTJ 59(6)), ``n`` the slot occupancy: the running decodes plus the prompts in their
+  prefill iteration. By PASTA an arrival sees the time-average occupancy, and a prefill
+  iteration (a share ``p = sum lam tau`` of the time) holds its own prompt besides the decodes:
+  ``n_occ = n + p / (1 - p)`` (``slot_occupancy``; engine 20.54 / 24.92 at 75 / 85 %, the
+  decode fixed point 20.05 / 24.41, ``n_occ`` 20.48 / 24.93).
+* Wait given waiting: the router counts a queued prompt's work, so the queue in front of full
+  slots is shared as in one pooled queue of ``N S`` slots (M/M/NS, the completions of ``S``
+  requests of spread ages being close to Poisson), but a waiting prompt needs a slot of its own
+  server, so it waits at least that server's next completion: ``max(1 / (N (S lam / n - lam)),
+  n / (S lam))`` (``wait_given_full``).
+* Least-connections keeps Hayward's wait at ``z = amp / N`` (the pooled queue's).
+
+No constant is fitted to TTFT: ``N``, ``n``, ``tau``, ``a``, ``d`` come from the profile and the
+scenario, ``c`` and ``SCV(O)`` from the output-length samples, ``COMPOSITION_SHARE`` from the
+count spread. Measured against the iteration engine in
+``tests/test_fluid_iteration_calibration.py``.
 """
 
 from __future__ import annotations
@@ -55,30 +58,15 @@ from greenroute.sim.queueing_kernel import erlang_c
 ROUTE_NONE = 0  # split arrivals or a Python policy: not this module's wait
 ROUTE_LEAST_LOADED = 1  # score = tokens of work left (``iteration/kernel.py`` run_arrivals)
 ROUTE_LEAST_CONNECTIONS = 2  # score = running + queued requests
-_MIN_SLOPE_STEPS = 160  # trapezoid steps over [-8, 8]: relative error < 1e-12 for N <= 400
+# B / (c^2 (1 + SCV(O)) / 2) of least-loaded's count law, measured on the engine's count spread
+# at 2 and 8 servers, 60 % load, over 8 class mixes (deferrable share 0-1): 0.910, 0.858, 0.901,
+# 0.914, 0.910, 0.896, 0.889, 0.909, mean 0.898 (``python -m greenroute.bench.route_spread``)
+COMPOSITION_SHARE = 0.9
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _CHOSEN_STEPS = 64  # trapezoid steps over [-8, 8] for ``chosen_despite`` (h = 1/4; the
 # integrand is smooth and Gaussian-weighted, so the trapezoid error is far below the 1e-9 tested)
 _FIXED_POINT_STEPS = 60  # at most; a few suffice (contraction)
 _FIXED_POINT_TOL = 1e-10  # |g(z) - z| / z at which the iteration stops
-
-
-@njit(cache=True)
-def min_slope(n_srv):
-    """``h_N = (N - 1) int phi(x)^2 (1 - Phi(x))^(N - 2) dx``: minus the derivative, at 0, of
-    the chance that ``X_1 + delta`` is the least of ``N`` iid standard normals (``1 / (2
-    sqrt(pi))`` for ``N = 2`` and 3; 0 for one server)."""
-    if n_srv < 2:
-        return 0.0
-    h = 0.0
-    dx = 16.0 / _MIN_SLOPE_STEPS
-    for i in range(_MIN_SLOPE_STEPS + 1):
-        x = -8.0 + i * dx
-        phi = math.exp(-0.5 * x * x) / _SQRT_2PI
-        sf = 0.5 * math.erfc(x / math.sqrt(2.0))
-        wgt = 0.5 if i == 0 or i == _MIN_SLOPE_STEPS else 1.0
-        h += wgt * phi * phi * sf ** (n_srv - 2)
-    return (n_srv - 1) * h * dx
 
 
 @njit(cache=True)
@@ -138,26 +126,58 @@ def queued_prompt_share(route, n_srv, n, e_p, e_p2, e_o, e_o2, cv, busy_pf):
         return 1.0
     if route == ROUTE_LEAST_CONNECTIONS:
         return chosen_despite(n_srv, 1.0 / math.sqrt(n))
-    if not e_o > 0:
-        return 1.0
-    m1 = e_o2 / (2.0 * e_o)
-    var = n * m1 * m1 * (1.0 + cv * cv) + max(busy_pf * e_p2 - (busy_pf * e_p) ** 2, 0.0)
-    return chosen_despite(n_srv, (e_p + e_o - 1.0) / math.sqrt(var)) if var > 0 else 1.0
+    sd = _score_sd(n, e_p, e_p2, e_o, e_o2, cv, busy_pf)
+    return chosen_despite(n_srv, (e_p + e_o - 1.0) / sd) if sd > 0 else 1.0
 
 
 @njit(cache=True)
-def route_peakedness(route, n_srv, h_n, n, cv, stall):
-    """Peakedness of the running count at one of ``n_srv`` servers under ``route``, with ``n``
-    running on average, remaining-work CV ``cv`` and prefill-stall share ``stall``:
-    ``(1 + stall)^2 (1 / N + (1 - 1 / N) / (1 + f))``, ``f = N h_N sqrt(n) / cv`` (infinite
-    for least-connections); ``h_n = min_slope(n_srv)``. See the module docstring."""
+def prefill_share(route, n_srv, n, e_p, e_p2, e_o, e_o2, cv, busy_pf):
+    """Least-loaded: the chance, relative to random routing, that an arrival lands on a server
+    in the prefill iteration of the request it got last. That iteration's prompt left the
+    score when it started (the engine runs an iteration whole), but its request's ``O - 1``
+    output tokens are in the score, ``E[O] - 1`` above a server that got no arrival:
+    ``chosen_despite(N, (E[O] - 1) / sigma)`` (``sigma`` as ``queued_prompt_share``). Such
+    arrivals meet a decode iteration instead, so the residual iteration an arrival waits for is
+    shorter than the time average (engine, interactive, 75 / 85 % load, arrivals meeting
+    neither a full server nor a queue: 0.0437 / 0.0464 s over 2 servers, 0.0435 s over 8 at
+    85 %, against a time-average residual of 0.0476 / 0.0522 s). Other routers: 1."""
+    if n_srv < 2 or route != ROUTE_LEAST_LOADED or not n > 0:
+        return 1.0
+    sd = _score_sd(n, e_p, e_p2, e_o, e_o2, cv, busy_pf)
+    return chosen_despite(n_srv, max(e_o - 1.0, 0.0) / sd) if sd > 0 else 1.0
+
+
+@njit(cache=True)
+def _score_sd(n, e_p, e_p2, e_o, e_o2, cv, busy_pf):
+    """Standard deviation (tokens) of one server's least-loaded score (``queued_prompt_share``);
+    0 without outputs."""
+    if not e_o > 0:
+        return 0.0
+    m1 = e_o2 / (2.0 * e_o)
+    var = n * m1 * m1 * (1.0 + cv * cv) + max(busy_pf * e_p2 - (busy_pf * e_p) ** 2, 0.0)
+    return math.sqrt(var) if var > 0 else 0.0
+
+
+@njit(cache=True)
+def slot_occupancy(n, busy_pf):
+    """Slots held at an arrival, ``n`` running decodes and a prefill-iteration share
+    ``busy_pf``: ``n + p / (1 - p)`` (module docstring; PASTA)."""
+    return n + busy_pf / max(1.0 - busy_pf, 1e-9)
+
+
+@njit(cache=True)
+def route_peakedness(route, n_srv, cv, scv, stall):
+    """Peakedness of the running count at one of ``n_srv`` servers under ``route`` (remaining-
+    work CV ``cv``, output-length SCV ``scv``, prefill-stall share ``stall``): least-loaded
+    ``amp / N + (1 - 1 / N) COMPOSITION_SHARE cv^2 (1 + scv) / 2``, least-connections ``amp /
+    N``, ``amp = (1 + stall)^2``. See the module docstring."""
     amp = (1.0 + stall) * (1.0 + stall)
     if n_srv < 2:
         return amp
-    if route == ROUTE_LEAST_CONNECTIONS or not cv > 0:
+    if route == ROUTE_LEAST_CONNECTIONS:
         return amp / n_srv
-    f = n_srv * h_n * math.sqrt(max(n, 0.0)) / cv
-    return amp * (1.0 / n_srv + (1.0 - 1.0 / n_srv) / (1.0 + f))
+    comp = COMPOSITION_SHARE * cv * cv * (1.0 + scv) / 2.0
+    return amp / n_srv + (1.0 - 1.0 / n_srv) * comp
 
 
 @njit(cache=True)
@@ -172,40 +192,56 @@ def hayward_mgs(s, n, lam, scv, z):
 
 
 @njit(cache=True)
-def routed_wait(route, n_srv, h_n, s, n, lam, scv, cv, stall):
-    """``(P(wait), mean wait given waiting, z)`` behind a state-aware router: ``hayward_mgs`` at
-    the peakedness ``route_peakedness`` gives when only the prompts admitted on arrival stall
-    the running decodes (a share ``1 - P(wait)``; a prompt that meets a full server is admitted
-    when a request completes, so the count does not move with its stall). ``z`` solves
-    ``z = route_peakedness(..., stall (1 - P(wait at z)))``: ``F(z) = g(z) - z`` with ``g`` the
-    right side, which falls as ``z`` (so ``P(wait)``) grows, so ``F`` has one root in ``[g(0
-    stall), g(full stall)]``. Secant steps from the full stall (a few suffice: ``g`` moves by a
-    few % per unit of ``P(wait)``), kept in the shrinking bracket by bisection."""
-    lo = route_peakedness(route, n_srv, h_n, n, cv, 0.0)
-    hi = route_peakedness(route, n_srv, h_n, n, cv, stall)
-    if not hi > lo:
-        pw, cond = hayward_mgs(s, n, lam, scv, lo)
-        return pw, cond, lo
-    z_prev = hi
-    f_prev = _excess_peakedness(route, n_srv, h_n, n, cv, stall, s, lam, scv, hi)
-    z = hi + f_prev  # = g(hi), the plain fixed-point step
-    for _ in range(_FIXED_POINT_STEPS):
-        f = _excess_peakedness(route, n_srv, h_n, n, cv, stall, s, lam, scv, z)
-        if abs(f) <= _FIXED_POINT_TOL * z:
-            break
-        if f > 0:
-            lo = z
-        else:
-            hi = z
-        step = z - f * (z - z_prev) / (f - f_prev) if f != f_prev else 0.5 * (lo + hi)
-        z_prev, f_prev = z, f
-        z = step if lo < step < hi else 0.5 * (lo + hi)
+def wait_given_full(n_srv, s, n, lam):
+    """Least-loaded's mean wait of an arrival that meets full slots: the pooled M/M/NS queue's
+    ``1 / (N (S lam / n - lam))``, at least the time to its own server's next completion ``n /
+    (S lam)`` (module docstring; engine, interactive, 85 %: 0.83 / 0.505 / 0.40 / 0.29 s over
+    2 / 3 / 4 / 8 servers, this 0.75 / 0.50 / 0.37 / 0.32 s)."""
+    rate = s * lam / max(n, 1e-12)  # completions per second of a full server
+    own = 1.0 / rate if rate > 0 else 0.0
+    den = n_srv * (rate - lam)
+    return max(1.0 / den if den > 0 else 0.0, own)
+
+
+@njit(cache=True)
+def routed_wait(route, n_srv, s, n, lam, scv, cv, stall):
+    """``(P(wait), mean wait given waiting, z)`` behind a state-aware router: ``P(wait)`` by
+    Hayward at the peakedness ``route_peakedness`` gives when only the prompts admitted on
+    arrival stall the running decodes (a share ``1 - P(wait)``; a prompt that meets a full
+    server is admitted when a request completes, so the count does not move with its stall),
+    the wait given waiting ``wait_given_full`` for least-loaded and Hayward's for
+    least-connections. ``n``: the slot occupancy for least-loaded (``slot_occupancy``), the
+    running decodes for least-connections. ``z`` solves ``z = route_peakedness(..., stall (1 -
+    P(wait at z)))``: ``F(z) = g(z) - z`` with ``g`` the right side, which falls as ``z`` (so
+    ``P(wait)``) grows, so ``F`` has one root in ``[g(0 stall), g(full stall)]``. Secant steps
+    from the full stall (a few suffice: ``g`` moves by a few % per unit of ``P(wait)``), kept
+    in the shrinking bracket by bisection."""
+    lo = route_peakedness(route, n_srv, cv, scv, 0.0)
+    hi = route_peakedness(route, n_srv, cv, scv, stall)
+    z = lo
+    if hi > lo:
+        z_prev = hi
+        f_prev = _excess_peakedness(route, n_srv, cv, stall, s, n, lam, scv, hi)
+        z = hi + f_prev  # = g(hi), the plain fixed-point step
+        for _ in range(_FIXED_POINT_STEPS):
+            f = _excess_peakedness(route, n_srv, cv, stall, s, n, lam, scv, z)
+            if abs(f) <= _FIXED_POINT_TOL * z:
+                break
+            if f > 0:
+                lo = z
+            else:
+                hi = z
+            step = z - f * (z - z_prev) / (f - f_prev) if f != f_prev else 0.5 * (lo + hi)
+            z_prev, f_prev = z, f
+            z = step if lo < step < hi else 0.5 * (lo + hi)
     pw, cond = hayward_mgs(s, n, lam, scv, z)
+    if route == ROUTE_LEAST_LOADED and n_srv >= 2:
+        cond = wait_given_full(n_srv, s, n, lam)
     return pw, cond, z
 
 
 @njit(cache=True)
-def _excess_peakedness(route, n_srv, h_n, n, cv, stall, s, lam, scv, z):
+def _excess_peakedness(route, n_srv, cv, stall, s, n, lam, scv, z):
     """``g(z) - z`` of ``routed_wait``."""
     pw, _ = hayward_mgs(s, n, lam, scv, z)
-    return route_peakedness(route, n_srv, h_n, n, cv, stall * (1.0 - pw)) - z
+    return route_peakedness(route, n_srv, cv, scv, stall * (1.0 - pw)) - z
