@@ -21,6 +21,7 @@ from greenroute.bench.calibration_cases import (
     DEMO_CASES,
     HELD_OUT_CASES,
     ISSUE_CASES,
+    MIX_CASES,
     CalibrationCase,
     case_errors,
 )
@@ -54,7 +55,7 @@ def _params(cases, why: dict[str, str]) -> list:
 
 
 # Each case's figure (error +- paired standard error, its own seed count) is in
-# docs/fluid_iteration_gap.md, "Enough seeds"; measured 2026-11-26.
+# docs/fluid_iteration_gap.md (table at the top); measured 2026-11-27.
 ISSUE_XFAIL: dict[str, str] = {}
 
 
@@ -82,17 +83,36 @@ def test_fluid_matches_iteration_engine_held_out(case):
 
 
 DEMO_XFAIL = {
-    "d_ll75": "demo mix, least-loaded, 75 %: TTFT -8.7 +- 0.3 % on its 8 seeds (-9.0 +- 0.2 % "
-    "over 48; +0.2 % at 60 %, +1.1 % at 85 %). The engine's least-loaded score drains as the "
-    "running requests decode, which spreads the running count wider than random routing does "
-    "(variance / mean 2.04 against 1.65 at 75 %; with a static score it is Poisson and the "
-    "engine's TTFT drops 13 %); the routed peakedness only narrows the spread "
-    "(docs/fluid_iteration_gap.md, 'The demo mix under least-loaded')",
+    "d_ll85": "demo mix, least-loaded, 85 %: TTFT +5.3 +- 0.9 % on its 16 seeds (+0.2 % at "
+    "75 %, -8.7 % before the count law of 2026-11-27). The law's pooled part (amp / N) "
+    "overstates the spread over 2 servers for heavy-tailed mixes (fitted A 1.0-1.2 against amp "
+    "1.5, bench/route_spread.py), which matters most near the cap (docs/fluid_iteration_gap.md, "
+    "'Least-loaded component by component')",
+    "d_ll85n": "demo mix, least-loaded, 85 % with minute noise: TTFT -5.2 +- 1.3 % on its 64 "
+    "seeds (+1.3 % before the count law). With the law's larger peakedness the noise nodes' "
+    "relaxation time (Hayward: z times longer) counts less of each node's wait; not decomposed",
 }
 
 
 @pytest.mark.parametrize("case", _params(DEMO_CASES, DEMO_XFAIL))
 def test_fluid_matches_iteration_engine_on_three_regions(case):
+    _check(case)
+
+
+MIX_XFAIL = {
+    "m40_ll85": "40 % deferrable, least-loaded over 2 servers at 85 %: TTFT +8.5 +- 1.7 % (75 %: "
+    "-1.0 %; +15.9 % before the count law). As d_ll85: the pooled part of the law overstates "
+    "the spread over 2 servers for heavy-tailed mixes",
+    "m17_8_85": "the demo's class mix over 8 servers at 85 %: TTFT -11.1 +- 0.4 % (-37.5 % "
+    "before the count law; 4 servers at 75 %: -1.0 %). Not decomposed: the count spread at 8 "
+    "servers is right at 60 % (2.94 against the engine's 2.94), so the wait given full or the "
+    "cap's truncation near saturation is the suspect",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", _params(MIX_CASES, MIX_XFAIL))
+def test_fluid_matches_iteration_engine_on_class_mixes(case):
     _check(case)
 
 

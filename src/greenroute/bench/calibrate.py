@@ -89,6 +89,14 @@ def sustainable_rps() -> float:
     return servers / w
 
 
+@functools.cache
+def mix_sustainable_rps(deferrable_share: float) -> float:
+    """The calibration region's sustainable rate on iteration servers (requests/s, its 2
+    servers) for arrivals of which ``deferrable_share`` are deferrable (long prompts)."""
+    w, servers = _work_per_request_s(calibration_scenario(1.0, 0.0), deferrable_share)
+    return servers / w
+
+
 def demo_like(util: float, sigma: float, days: float = 0.5) -> Scenario:
     """The demo's three regions (2 servers each), flat load at ``util`` of each region's
     sustainable rate on iteration servers (interactive + 0.2 deferrable per interactive)."""
