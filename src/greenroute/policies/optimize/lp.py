@@ -50,7 +50,10 @@ from greenroute.policies.registry import register_geo_policy
 # scipy.optimize.linprog's status for numerical trouble, including HiGHS's model status
 # "Unknown" (scipy/optimize/_linprog_highs.py maps unrecognised statuses to 4)
 LINPROG_NUMERICAL = 4
-LP_RETRY_METHODS = ("highs-ds", "highs-ipm")  # dual simplex, then interior point
+# (method, options) tried in turn after the default: dual simplex, interior point, then dual
+# simplex without presolve (seed004 --horizon 48, summer, epoch 156, 2026-11-27: only that one
+# solved it)
+LP_RETRY_METHODS = (("highs-ds", {}), ("highs-ipm", {}), ("highs-ds", {"presolve": False}))
 
 OVERFLOW_PENALTY = 1e3  # x the largest per-slot cost: overflow only when nothing else fits
 
@@ -208,12 +211,13 @@ def solve_horizon_lp(
     b_ub = np.concatenate(rhs)
     bounds = np.stack([lb, ub], axis=1)
     res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs")
-    for method in LP_RETRY_METHODS:
+    for method, options in LP_RETRY_METHODS:
         if res.status != LINPROG_NUMERICAL:
             break
         # HiGHS can end with model status "Unknown" on a feasible LP (seen at geo3 epoch 1072
-        # with lp-mpc, 2026-11-26): the other HiGHS algorithm usually solves it
-        res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bounds, method=method)
+        # with lp-mpc, 2026-11-26): another HiGHS algorithm or no presolve usually solves it
+        res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bounds,
+                      method=method, options=options)  # fmt: skip
     if res.status != 0 or res.x is None:
         raise InfeasibleConstraintsError(
             "lp", f"the horizon LP failed at epoch {obs.epoch}: {res.message}"
