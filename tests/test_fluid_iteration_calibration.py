@@ -3,8 +3,9 @@ engine (issue 8): carbon and energy within 1 %, mean TTFT within 5 % at 60-85 % 
 
 Utilisation here (both engines): offered rate / the iteration server's sustainable rate
 ``1 / w`` (``fluid_iteration.saturation_work_s``: 2.846 requests/s per 4 x H100 Llama-2-70B
-server; a saturated iteration engine run serves it within 1 %). Single region, 2 servers, flat
-load (``bench/calibrate.py``), or the demo's three regions; each case pools its own number of
+server; a saturated iteration engine run serves it within 1 %). Single region, 2-16 servers,
+flat load, interactive only or a class mix (``bench/calibrate.py``), or the demo's three
+regions; each case pools its own number of
 seeds, a quarter day each, enough for a paired standard error of about 1 % (1.5 % with minute
 noise): ``bench/calibration_cases.py`` has the cases, the counts and why.
 ``python -m greenroute.bench.calibration_cases`` prints every case with its standard error.
