@@ -81,12 +81,10 @@ def _work_per_request_s(sc: Scenario, deferrable_share: float) -> tuple[float, i
     return float(w_mix), int(b.region_start[1] - b.region_start[0])
 
 
-@functools.cache
 def sustainable_rps() -> float:
     """The calibration region's sustainable rate on iteration servers (requests/s): servers /
     the server-seconds per interactive request at the running cap (``fluid_iteration``)."""
-    w, servers = _work_per_request_s(calibration_scenario(1.0, 0.0), 0.0)
-    return servers / w
+    return mix_sustainable_rps(0.0)
 
 
 @functools.cache

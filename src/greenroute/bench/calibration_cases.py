@@ -32,7 +32,6 @@ from greenroute.bench.calibrate import (
     demo_like,
     local_run_metrics,
     mix_sustainable_rps,
-    sustainable_rps,
 )
 from greenroute.sim.cluster import uniform_cluster
 from greenroute.sim.scenario import Scenario
@@ -61,8 +60,7 @@ class CalibrationCase:
         if self.demo:
             return demo_like(self.util, self.sigma, days=DAYS)
         share = self.deferrable_share
-        mu = mix_sustainable_rps(share) if share > 0 else sustainable_rps()
-        rps = self.util * mu * self.servers / 2
+        rps = self.util * mix_sustainable_rps(share) * self.servers / 2
         sc = calibration_scenario(rps, self.sigma, days=DAYS)
         if share > 0:
             wl = replace(sc.workload, interactive_rps=((1 - share) * rps,),

@@ -18,30 +18,23 @@ constant. At 60 % the cap truncates nothing worth counting (P(full) < 3 %).
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 
 import numpy as np
 
-from greenroute.bench.calibrate import _work_per_request_s, calibration_scenario
+from greenroute.bench.calibration_cases import DAYS, CalibrationCase
 from greenroute.policies.registry import local_policy_factory, make_geo_policy
-from greenroute.sim.cluster import uniform_cluster
 from greenroute.sim.engine import SimConfig, Simulation
 from greenroute.sim.fluid_route_wait import remaining_work_cv
 from greenroute.sim.prepare import prepare
 
-DAYS = 0.25  # 24 whole epochs of 900 s
 SHARES = (0.0, 0.05, 0.1, 0.1667, 0.25, 0.4, 0.7, 1.0)
 
 
 def count_spread(share: float, servers: int, local: str, util: float, seeds: int) -> dict:
     """Time-average variance / mean of a server's running count (servers and seeds pooled) and
     the mix's remaining-work moments."""
-    base = calibration_scenario(1.0, 0.0, days=DAYS)
-    w, _ = _work_per_request_s(base, share)
-    rps = util * servers / w
-    wl = replace(base.workload, interactive_rps=((1 - share) * rps,), deferrable_rps=(share * rps,))
-    sc = replace(base, cluster=uniform_cluster(("DE-LU",), servers), workload=wl)
-    t_s = DAYS * 86400.0
+    sc = CalibrationCase("spread", local, util, servers=servers, deferrable_share=share).scenario()
+    t_s = DAYS * 86400.0  # whole epochs of 900 s
     m1 = m2 = 0.0
     n_srv = 0
     for seed in range(seeds):

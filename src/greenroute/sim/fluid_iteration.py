@@ -31,12 +31,13 @@ Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running
   queued_prompt_share`` of it: the router seldom picks a server whose score holds a queued prompt)
   + a wait for a running slot, per server (no pooling: a request is queued at the server its
   local policy picks on arrival), by local policy: round-robin and random a birth-death queue
-  with the saturated rate at the cap (``fluid_split_chain.split_wait``); least-loaded and
-  least-connections M/G/c with ``c = S``, service = the residence ``N / lam`` (Little), its
-  SCV that of the output length, at the peakedness of the running count the router leaves
-  (``sim/fluid_route_wait.py``: noisy join-the-least-score over the region's servers, plus
-  the prefill-stall overdispersion, Hayward's approximation); Python policies the same M/G/c
-  at peakedness 1.
+  with the saturated rate at the cap (``fluid_split_chain.split_wait``); least-connections
+  M/G/c with ``c = S``, service = the residence ``N / lam`` (Little), its SCV that of the
+  output length, at the pooled queue's peakedness (Hayward's approximation); least-loaded
+  Erlang C at the slot occupancy and the peakedness of its measured count law, the pooled
+  queue's wait given full with the own server's next completion as floor, and a residual
+  shortened by the router avoiding a server in a prefill iteration (``sim/fluid_route_wait.py``);
+  Python policies the same M/G/c at peakedness 1.
 * minute rate noise (lognormal, piecewise constant per ``NOISE_PERIOD_S``; within an epoch of
   ``k`` minutes its log-sd is ``sigma sqrt(1 - 1/k)``, the epoch's counts holding the mean),
   over Gauss-Hermite nodes ``m_k`` weighted by arrivals: the slot wait is the arrival-weighted
