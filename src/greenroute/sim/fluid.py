@@ -149,8 +149,8 @@ class FluidBackend:
         gh = c(np.stack([self.gh_z, self.gh_w]))
         par = np.array([self.sigma, NOISE_PERIOD_S, RHO_MAX_STABLE])
         split = routing(self.local_codes, self.g_region, self.g_servers)
-        e_min = np.array([class_moments(p, o) for p, o in zip(*self.svc.samples, strict=True)])
-        self.it_par = (gh, par, c(split, dtype=np.int64), c(e_min, dtype=float))
+        c_mom = np.array([class_moments(p, o) for p, o in zip(*self.svc.samples, strict=True)])
+        self.it_par = (gh, par, c(split, dtype=np.int64), c(c_mom, dtype=float))
         self.pre = np.zeros(self.n_g)
         self.e_pf_it = np.zeros_like(self.svc.e_pf[:, CLASS_INTERACTIVE, :])
 

@@ -31,7 +31,8 @@ Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running
   queued_prompt_share`` of it: the router seldom picks a server whose score holds a queued prompt)
   + a wait for a running slot, per server (no pooling: a request is queued at the server its
   local policy picks on arrival), by local policy: round-robin and random a birth-death queue
-  with the saturated rate at the cap (``fluid_split_chain.split_wait``); least-connections
+  at the peakedness of the prefill stall and the arrivals' regularity, a G/G/1 queue at the
+  saturated rate above the cap (``fluid_split_chain.split_wait``); least-connections
   M/G/c with ``c = S``, service = the residence ``N / lam`` (Little), its SCV that of the
   output length, at the pooled queue's peakedness (Hayward's approximation); least-loaded
   Erlang C at the slot occupancy and the peakedness of its measured count law, the pooled
@@ -213,26 +214,13 @@ def saturation_work_s(
     return w
 
 
-def min_pair_mean(x: np.ndarray) -> float:
-    """``E[min(X1, X2)]`` of two independent draws from the samples ``x`` (exact for the
-    empirical law: the ``i``-th smallest of ``n`` is the minimum of ``2 (n - i) - 1`` of the
-    ``n^2`` ordered pairs); with residences proportional to output lengths,
-    ``E[min(O1, O2)] / E[O] = mu int Gbar(t)^2 dt``, the term of the peakedness (``split_wait``)."""
-    x = np.sort(np.asarray(x, dtype=float).ravel())
-    n = x.size
-    if n == 0:
-        return 0.0
-    return float((x * (2.0 * (n - np.arange(n)) - 1.0)).sum() / (n * n))
-
-
-def class_moments(prompt: np.ndarray, output: np.ndarray) -> tuple[float, float, float, float]:
-    """``(E[min(O1, O2)], E[O^3], E[P], E[P^2])`` of a class's output and prompt-length samples
-    (the kernel's ``e_min`` row: the peakedness term, the remaining work's spread, and the
-    prompt tokens in a least-loaded score, ``fluid_route_wait.queued_prompt_share``)."""
+def class_moments(prompt: np.ndarray, output: np.ndarray) -> tuple[float, float, float]:
+    """``(E[O^3], E[P], E[P^2])`` of a class's output and prompt-length samples (the kernel's
+    ``c_mom`` row: the remaining work's spread, and the prompt tokens in a least-loaded score,
+    ``fluid_route_wait.queued_prompt_share``)."""
     x = np.asarray(output, dtype=float).ravel()
     p = np.asarray(prompt, dtype=float).ravel()
     return (
-        min_pair_mean(x),
         float((x**3).mean()) if x.size else 0.0,
         float(p.mean()) if p.size else 0.0,
         float((p * p).mean()) if p.size else 0.0,

@@ -24,7 +24,7 @@ from greenroute.sim.fluid_route_wait import (
     routed_wait,
     slot_occupancy,
 )
-from greenroute.sim.fluid_split_chain import chain_tables, chain_wait, erlang_overlap
+from greenroute.sim.fluid_split_chain import chain_wait, erlang_overlap, split_chain
 from greenroute.sim.queueing_kernel import erlang_c
 
 # Odoni & Roth (1983), "An empirical investigation of the transient behavior of stationary
@@ -36,7 +36,7 @@ ODONI_ROTH = 2.8
 @njit(cache=True)
 def iteration_epoch(
     e, dt, n_gcm, served, e_sat, w_sat, g_servers, g_slots, g_dyn_w, g_region, types,
-    tau, tau2, adv, decode, e_out, e_out2, ahead, run_cap, n_int, gh, par, g_split, e_min,
+    tau, tau2, adv, decode, e_out, e_out2, ahead, run_cap, n_int, gh, par, g_split, c_mom,
     it_dyn_kwh, busy_slot_s, pw, cond, pre,
 ):  # fmt: skip
     """One epoch's correction (``fluid_iteration.correct_epoch``), in place: ``it_dyn_kwh[:, e]``
@@ -140,7 +140,6 @@ def iteration_epoch(
         # slot wait: M/G/S per server, service = residence N / lam, averaged over the noise
         e_o = 0.0
         e_o2 = 0.0
-        e_mn = 0.0  # E[min(O1, O2)] of two requests of the group's mix
         e_o3 = 0.0  # E[O^3]: the remaining work's spread (``fluid_route_wait``)
         e_p = 0.0  # E[P], prompt tokens
         e_p2 = 0.0
@@ -150,10 +149,9 @@ def iteration_epoch(
                 k += n_gcm[g, c, m]
             e_o += k * e_out[c] / n_req
             e_o2 += k * e_out2[c] / n_req
-            e_mn += k * e_min[c, 0] / n_req
-            e_o3 += k * e_min[c, 1] / n_req
-            e_p += k * e_min[c, 2] / n_req
-            e_p2 += k * e_min[c, 3] / n_req
+            e_o3 += k * c_mom[c, 0] / n_req
+            e_p += k * c_mom[c, 1] / n_req
+            e_p2 += k * c_mom[c, 2] / n_req
         scv = max(e_o2 / (e_o * e_o) - 1.0, 0.0) if e_o > 0 else 1.0
         cv = remaining_work_cv(e_o, e_o2, e_o3)  # of the least-loaded router's score
         share_q = 1.0
@@ -171,13 +169,6 @@ def iteration_epoch(
             * _avoided_residual(tau_sum, tau2_sum, d)
             * (1.0 + ahead_rate * share_q)
         )
-        # split arrivals (round-robin over k servers: Erlang-k gaps, ca^2 = 1 / k; random:
-        # Poisson): peakedness of the running requests (G/GI/inf, Whitt 1982 / Eick, Massey &
-        # Whitt 1993: z = 1 + (ca^2 - 1) mu int Gbar^2 = 1 + (ca^2 - 1) E[min(O1, O2)] / E[O],
-        # residences taken proportional to the output length)
-        z_split = 1.0
-        if k_split >= 1:
-            z_split = 1.0 + (1.0 / k_split - 1.0) * (e_mn / e_o if e_o > 0 else 0.0)
         u = lam_tot * w_mix / n_req
         # the noise's effective sigma for this group (origins mixed)
         tot = 0.0
@@ -200,9 +191,12 @@ def iteration_epoch(
         # M/G/S per server (service = residence N / lam, the output length's SCV) at the
         # peakedness their balancing leaves (``fluid_route_wait``); Python policies the same
         # M/G/S at peakedness 1 (Allen-Cunneen)
-        tab = np.zeros((3, 1))
-        if k_split >= 1:  # the chain's rates at the mean rate, scaled per noise node below
-            tab = chain_tables(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, z_split)
+        tab = np.zeros((3, 2))
+        z_split = 1.0
+        if k_split >= 1:  # the chain's rates and peakedness at the mean rate, kept per node
+            stall = stall_share(g, n, lam, types, tau, adv, decode, st)
+            tab, z_split = split_chain(g, lam, lam_tot, types, tau, tau2, adv, decode, e_out, s,
+                                       st, k_split, stall)  # fmt: skip
         pw[g], cond[g], _ = _slot_wait(g, k_split, route, lam, lam_tot, 1.0, n, tau_sum, tab,
                                        types, tau, adv, decode, st, s, z_split, n_srv, scv,
                                        cv)  # fmt: skip
@@ -310,12 +304,12 @@ def _slot_wait(
     times the rate ``lam_base`` (``lam`` already at that rate, ``n_r`` running decodes and a
     prefill-iteration share ``busy_pf`` there; least-loaded reads the slot occupancy):
     split arrivals (round-robin over ``k_split`` servers, random) the birth-death chain of
-    ``tab`` (``chain_tables`` at the mean rate; ``z`` 1); least-loaded / least-connections the
-    M/G/S wait at the peakedness the router leaves (``routed_wait``); Python policies M/G/S at
-    peakedness 1 (Allen-Cunneen). One code path for the epoch's mean rate (``mult`` 1) and
-    every minute-noise node."""
+    ``tab`` at peakedness ``z_split`` (``split_chain`` at the mean rate); least-loaded /
+    least-connections the M/G/S wait at the peakedness the router leaves (``routed_wait``);
+    Python policies M/G/S at peakedness 1 (Allen-Cunneen). One code path for the epoch's mean
+    rate (``mult`` 1) and every minute-noise node."""
     if k_split >= 1:
-        pw, cond = chain_wait(tab, mult, lam_base, s, z_split)
+        pw, cond = chain_wait(tab, mult, lam_base, s, z_split, k_split)
         return pw, cond, 1.0
     lam_r = lam_base * mult
     if route > 0:
