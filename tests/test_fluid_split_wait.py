@@ -172,3 +172,13 @@ def test_split_wait_saturated_rate_is_one_over_w(profile):
         assert 2 * mu == pytest.approx(sustainable_rps(), rel=1e-12)
         sat = (0, *args[:4], prof.tau2, *args[4:])
         assert SC.saturated_cycle(*sat)[0] == pytest.approx(mu, rel=1e-12)
+
+
+def test_bracketed_secant_step_by_hand():
+    from greenroute.sim.fluid_iteration_core import bracketed_secant
+
+    # F(z) = 2 - z: the secant through (3, -1) and (1.5, 0.5) lands on the root, inside the
+    # bracket that z = 1.5 (F > 0) shrinks to [1.5, 3]
+    assert bracketed_secant(1.5, 0.5, 3.0, -1.0, 1.0, 3.0) == (2.0, 1.5, 3.0)
+    # a secant outside the shrunk bracket [1, 1.5] (F(1.5) < 0) falls back to its midpoint
+    assert bracketed_secant(1.5, -0.1, 1.2, -0.4, 1.0, 3.0) == (1.25, 1.0, 1.5)

@@ -12,6 +12,8 @@ import math
 from numba import njit
 
 BISECTION_ITERS = 30
+FIXED_POINT_STEPS = 60  # at most, for a peakedness fixed point (``bracketed_secant``)
+FIXED_POINT_TOL = 1e-10  # |g(z) - z| / z at which a peakedness fixed point stops
 
 
 @njit(cache=True)
@@ -127,3 +129,18 @@ def stall_share(g, n, lam, types, tau, adv, decode, st):
         for c in range(n_c):
             out += lam[g, c, m] * (_at(tau[t, c], n) * st - _at(adv[t, c], n) * d / max(n, 1e-9))
     return max(out, 0.0)
+
+
+@njit(cache=True)
+def bracketed_secant(z, f, z_prev, f_prev, lo, hi):
+    """One step towards the root of a decreasing ``F(z) = g(z) - z`` in ``[lo, hi]``: the
+    bracket shrinks to the side of ``z`` where the root lies (``f = F(z)``), then the secant
+    through ``(z_prev, f_prev)`` and ``(z, f)`` is taken if it falls inside the bracket, else the
+    bracket's midpoint. Returns ``(z_next, lo, hi)``. The peakedness fixed points of
+    ``fluid_route_wait.routed_wait`` and ``fluid_split_chain.split_chain`` iterate it."""
+    if f > 0:
+        lo = z
+    else:
+        hi = z
+    step = z - f * (z - z_prev) / (f - f_prev) if f != f_prev else 0.5 * (lo + hi)
+    return (step if lo < step < hi else 0.5 * (lo + hi)), lo, hi

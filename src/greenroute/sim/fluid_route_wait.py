@@ -53,6 +53,11 @@ import math
 
 from numba import njit
 
+from greenroute.sim.fluid_iteration_core import (
+    FIXED_POINT_STEPS,
+    FIXED_POINT_TOL,
+    bracketed_secant,
+)
 from greenroute.sim.queueing_kernel import erlang_c
 
 ROUTE_NONE = 0  # split arrivals or a Python policy: not this module's wait
@@ -65,8 +70,6 @@ COMPOSITION_SHARE = 0.9
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _CHOSEN_STEPS = 64  # trapezoid steps over [-8, 8] for ``chosen_despite`` (h = 1/4; the
 # integrand is smooth and Gaussian-weighted, so the trapezoid error is far below the 1e-9 tested)
-_FIXED_POINT_STEPS = 60  # at most; a few suffice (contraction)
-_FIXED_POINT_TOL = 1e-10  # |g(z) - z| / z at which the iteration stops
 
 
 @njit(cache=True)
@@ -223,17 +226,12 @@ def routed_wait(route, n_srv, s, n, lam, scv, cv, stall):
         z_prev = hi
         f_prev = _excess_peakedness(route, n_srv, cv, stall, s, n, lam, scv, hi)
         z = hi + f_prev  # = g(hi), the plain fixed-point step
-        for _ in range(_FIXED_POINT_STEPS):
+        for _ in range(FIXED_POINT_STEPS):
             f = _excess_peakedness(route, n_srv, cv, stall, s, n, lam, scv, z)
-            if abs(f) <= _FIXED_POINT_TOL * z:
+            if abs(f) <= FIXED_POINT_TOL * z:
                 break
-            if f > 0:
-                lo = z
-            else:
-                hi = z
-            step = z - f * (z - z_prev) / (f - f_prev) if f != f_prev else 0.5 * (lo + hi)
-            z_prev, f_prev = z, f
-            z = step if lo < step < hi else 0.5 * (lo + hi)
+            z_next, lo, hi = bracketed_secant(z, f, z_prev, f_prev, lo, hi)
+            z_prev, f_prev, z = z, f, z_next
     pw, cond = hayward_mgs(s, n, lam, scv, z)
     if route == ROUTE_LEAST_LOADED and n_srv >= 2:
         cond = wait_given_full(n_srv, s, n, lam)

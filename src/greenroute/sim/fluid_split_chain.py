@@ -28,10 +28,14 @@ import math
 import numpy as np
 from numba import njit
 
-from greenroute.sim.fluid_iteration_core import _at, _load_sums
+from greenroute.sim.fluid_iteration_core import (
+    FIXED_POINT_STEPS,
+    FIXED_POINT_TOL,
+    _at,
+    _load_sums,
+    bracketed_secant,
+)
 
-_FIXED_POINT_STEPS = 60  # at most (secant in a shrinking bracket; a few suffice)
-_FIXED_POINT_TOL = 1e-10  # |g(z) - z| / z at which ``split_chain`` stops
 _SIGMA_STEPS = 500  # at most, for ``arrival_seen_ratio``'s fixed point (a contraction)
 
 
@@ -151,20 +155,15 @@ def split_chain(g, lam, lam_tot, types, tau, tau2, adv, decode, e_out, s, st, k_
     f = split_peakedness(k_arr, cs2, stall * (1.0 - pw)) - z
     z_prev, f_prev = z, f
     z = z + f  # the plain fixed-point step
-    for _ in range(_FIXED_POINT_STEPS):
+    for _ in range(FIXED_POINT_STEPS):
         tab = chain_tables(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, z, mu_sat,
                            cs2)  # fmt: skip
         pw, _ = chain_wait(tab, 1.0, lam_tot, s, z, k_arr)
         f = split_peakedness(k_arr, cs2, stall * (1.0 - pw)) - z
-        if abs(f) <= _FIXED_POINT_TOL * z:
+        if abs(f) <= FIXED_POINT_TOL * z:
             break
-        if f > 0:
-            lo = z
-        else:
-            hi = z
-        step = z - f * (z - z_prev) / (f - f_prev) if f != f_prev else 0.5 * (lo + hi)
-        z_prev, f_prev = z, f
-        z = step if lo < step < hi else 0.5 * (lo + hi)
+        z_next, lo, hi = bracketed_secant(z, f, z_prev, f_prev, lo, hi)
+        z_prev, f_prev, z = z, f, z_next
     return tab, z
 
 
