@@ -111,7 +111,8 @@ def test_routing_table():
 def test_routed_wait_solves_its_fixed_point():
     ll, lc = RW.ROUTE_LEAST_LOADED, RW.ROUTE_LEAST_CONNECTIONS
     s, n, lam, scv, cv, stall = 32.0, 24.0, 2.4, 0.6, 0.8, 0.27
-    pw, cond, z = RW.routed_wait(ll, 2, s, n, lam, scv, cv, stall)
+    mu, cs2 = 2.8, 0.5  # the saturated rate and its cycle's SCV
+    pw, cond, z = RW.routed_wait(ll, 2, s, n, lam, scv, cv, stall, mu, cs2)
     # only prompts admitted on arrival stall: z is the peakedness at stall x (1 - P(wait at z))
     assert z == pytest.approx(RW.route_peakedness(ll, 2, cv, scv, stall * (1.0 - pw)), rel=1e-7)
     lo = RW.route_peakedness(ll, 2, cv, scv, 0.0)
@@ -120,11 +121,12 @@ def test_routed_wait_solves_its_fixed_point():
     # P(wait) by Hayward at z; least-loaded's wait given waiting is the pooled one
     assert pw == pytest.approx(RW.hayward_mgs(s, n, lam, scv, z)[0], rel=1e-12)
     assert cond == pytest.approx(RW.wait_given_full(2, s, n, lam), rel=1e-12)
-    # least-connections keeps Hayward's wait at its own peakedness
-    pw_c, cond_c, z_c = RW.routed_wait(lc, 2, s, n, lam, scv, cv, stall)
-    assert (pw_c, cond_c) == pytest.approx(RW.hayward_mgs(s, n, lam, scv, z_c), rel=1e-12)
+    # least-connections: Hayward's P(wait) at its own peakedness, the pooled G/G/N wait
+    pw_c, cond_c, z_c = RW.routed_wait(lc, 2, s, n, lam, scv, cv, stall, mu, cs2)
+    assert pw_c == pytest.approx(RW.hayward_mgs(s, n, lam, scv, z_c)[0], rel=1e-12)
+    assert cond_c == pytest.approx(0.75 / (2 * 0.4), rel=1e-12)
     # no stall: the bracket is one point
-    pw0, _, z0 = RW.routed_wait(ll, 2, s, n, lam, scv, cv, 0.0)
+    pw0, _, z0 = RW.routed_wait(ll, 2, s, n, lam, scv, cv, 0.0, mu, cs2)
     assert z0 == pytest.approx(lo, rel=1e-12)
     assert pw0 == pytest.approx(RW.hayward_mgs(s, n, lam, scv, lo)[0], rel=1e-9)
 
@@ -186,7 +188,21 @@ def test_prefill_share_by_hand():
     got = RW.prefill_share(ll, 2, n, 900.0, 900.0**2, e_o, e_o2, 1.0, 0.0)
     assert got == pytest.approx(math.erfc(199.0 / sigma / 2.0), rel=1e-9)
     assert got == pytest.approx(0.90102, abs=1e-5)
-    # more servers avoid it more; other routers and one server: no avoidance
+    # more servers avoid it more; least-connections: one request more in a count of spread
+    # sqrt(16) = 4, erfc(0.25 / 2) = 0.85968; no router or one server: no avoidance
     assert RW.prefill_share(ll, 8, n, 900.0, 900.0**2, e_o, e_o2, 1.0, 0.0) < got
-    for route, n_srv in ((RW.ROUTE_LEAST_CONNECTIONS, 2), (RW.ROUTE_NONE, 2), (ll, 1)):
+    lc = RW.prefill_share(RW.ROUTE_LEAST_CONNECTIONS, 2, n, 900.0, 900.0**2, e_o, e_o2, 1.0, 0.0)
+    assert lc == pytest.approx(math.erfc(0.125), rel=1e-12)
+    assert lc == pytest.approx(0.85968, abs=1e-5)
+    for route, n_srv in ((RW.ROUTE_NONE, 2), (ll, 1)):
         assert RW.prefill_share(route, n_srv, n, 900.0, 900.0**2, e_o, e_o2, 1.0, 0.0) == 1.0
+
+
+def test_pooled_wait_given_full_by_hand():
+    # 2 servers at 2.8/s each, arrivals 2.4/s, cycle SCV 0.5: (1.5 / 2) / (2 x 0.4) = 0.9375 s
+    assert RW.pooled_wait_given_full(2, 2.8, 0.5, 2.4) == pytest.approx(0.9375, rel=1e-12)
+    # 8 servers: the pooled 0.75 / 3.2 = 0.234 s is below one server's mean residual cycle,
+    # 0.75 / 2.8 = 0.268 s, which the arrival waits at its own server
+    assert RW.pooled_wait_given_full(8, 2.8, 0.5, 2.4) == pytest.approx(0.75 / 2.8, rel=1e-12)
+    # at or above saturation the epoch-level backlog takes over
+    assert RW.pooled_wait_given_full(2, 2.8, 0.5, 2.8) == 0.0

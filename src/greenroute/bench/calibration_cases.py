@@ -85,7 +85,7 @@ ISSUE_CASES = (
     _C("rr75", "round-robin", 0.75),
     _C("rr85", "round-robin", 0.85, seeds=40),
 )
-# Beyond the issue's list: other loads, 3-8 servers, random routing.
+# Beyond the issue's list: other loads, 3-8 servers, random routing, least-connections.
 HELD_OUT_CASES = (
     _C("rr70", "round-robin", 0.70),
     _C("rr4_85", "round-robin", 0.85, servers=4, seeds=24),
@@ -96,6 +96,10 @@ HELD_OUT_CASES = (
     _C("ll3_85", "least-loaded", 0.85, servers=3, seeds=16),
     _C("ll4_75", "least-loaded", 0.75, servers=4),
     _C("ll8_85", "least-loaded", 0.85, servers=8),
+    # least-connections (added 2026-11-27; it had no case before and read -9.8 % at 85 %)
+    _C("lc75", "least-connections", 0.75),
+    _C("lc85", "least-connections", 0.85),
+    _C("lc8_85", "least-connections", 0.85, servers=8),
 )
 # The demo's three regions: interactive + 0.2 deferrable (long prompts) per interactive request.
 DEMO_CASES = (

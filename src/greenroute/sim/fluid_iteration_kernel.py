@@ -17,14 +17,18 @@ from numba import njit
 from greenroute.sim.fluid_iteration_core import _at, _fixed_parts, running, stall_share
 from greenroute.sim.fluid_noise_backlog import lindley_gaussian_mean, lindley_lognormal_mean
 from greenroute.sim.fluid_route_wait import (
-    ROUTE_LEAST_LOADED,
     prefill_share,
     queued_prompt_share,
     remaining_work_cv,
     routed_wait,
     slot_occupancy,
 )
-from greenroute.sim.fluid_split_chain import chain_wait, erlang_overlap, split_chain
+from greenroute.sim.fluid_split_chain import (
+    chain_wait,
+    erlang_overlap,
+    saturated_cycle,
+    split_chain,
+)
 from greenroute.sim.queueing_kernel import erlang_c
 
 # Odoni & Roth (1983), "An empirical investigation of the transient behavior of stationary
@@ -193,13 +197,16 @@ def iteration_epoch(
         # M/G/S at peakedness 1 (Allen-Cunneen)
         tab = np.zeros((3, 2))
         z_split = 1.0
+        # the saturated completion cycle (a ratio of the mix's rates: the same at every node)
+        mu_sat, cs2 = saturated_cycle(g, lam, lam_tot, types, tau, tau2, adv, decode, e_out, s,
+                                      st)  # fmt: skip
         if k_split >= 1:  # the chain's rates and peakedness at the mean rate, kept per node
             stall = stall_share(g, n, lam, types, tau, adv, decode, st)
             tab, z_split = split_chain(g, lam, lam_tot, types, tau, tau2, adv, decode, e_out, s,
                                        st, k_split, stall)  # fmt: skip
         pw[g], cond[g], _ = _slot_wait(g, k_split, route, lam, lam_tot, 1.0, n, tau_sum, tab,
                                        types, tau, adv, decode, st, s, z_split, n_srv, scv,
-                                       cv)  # fmt: skip
+                                       cv, mu_sat, cs2)  # fmt: skip
         if not sig > 0 or not u > 0:
             continue
         # minute rate noise (lognormal multiplier, Gauss-Hermite nodes weighted by arrivals).
@@ -236,7 +243,7 @@ def iteration_epoch(
                 pre_sum += p * (r_k * (1.0 + a_k * share_q) + own_k)
             pw_k, cond_k, z_k = _slot_wait(g, k_split, route, lam, lam_tot, m_eff, n_k, pf_k,
                                            tab, types, tau, adv, decode, st, s, z_split, n_srv,
-                                           scv, cv)  # fmt: skip
+                                           scv, cv, mu_sat, cs2)  # fmt: skip
             # weight: the share of the minute the queue spends relaxed to the node's wait,
             # 1 - tau/T (1 - exp(-T/tau)) (time-average of 1 - exp(-t/tau) over the minute);
             # at peakedness z (Hayward: S / z servers of the same service time) tau is z times
@@ -298,11 +305,11 @@ def _avoided_residual(busy_pf, tau2_sum, d):
 @njit(cache=True)
 def _slot_wait(
     g, k_split, route, lam, lam_base, mult, n_r, busy_pf, tab, types, tau, adv, decode, st, s,
-    z_split, n_srv, scv, cv,
+    z_split, n_srv, scv, cv, mu_sat, cs2,
 ):  # fmt: skip
     """Stationary slot wait ``(P(wait), mean wait given waiting, z)`` of group ``g`` at ``mult``
     times the rate ``lam_base`` (``lam`` already at that rate, ``n_r`` running decodes and a
-    prefill-iteration share ``busy_pf`` there; least-loaded reads the slot occupancy):
+    prefill-iteration share ``busy_pf`` there; state-aware routers read the slot occupancy;
     split arrivals (round-robin over ``k_split`` servers, random) the birth-death chain of
     ``tab`` at peakedness ``z_split`` (``split_chain`` at the mean rate); least-loaded /
     least-connections the M/G/S wait at the peakedness the router leaves (``routed_wait``);
@@ -314,8 +321,8 @@ def _slot_wait(
     lam_r = lam_base * mult
     if route > 0:
         stall = stall_share(g, n_r, lam, types, tau, adv, decode, st)
-        n_w = min(slot_occupancy(n_r, busy_pf), s) if route == ROUTE_LEAST_LOADED else n_r
-        return routed_wait(route, n_srv, s, n_w, lam_r, scv, cv, stall)
+        n_w = min(slot_occupancy(n_r, busy_pf), s)
+        return routed_wait(route, n_srv, s, n_w, lam_r, scv, cv, stall, mu_sat, cs2)
     den = s * lam_r / max(n_r, 1e-12) - lam_r
     return erlang_c(s, n_r), (1.0 / den if den > 0 else 0.0) * (1.0 + scv) / 2.0, 1.0
 

@@ -39,7 +39,16 @@ Waits of least-loaded (``routed_wait``), each checked against the engine's own:
   requests of spread ages being close to Poisson), but a waiting prompt needs a slot of its own
   server, so it waits at least that server's next completion: ``max(1 / (N (S lam / n - lam)),
   n / (S lam))`` (``wait_given_full``).
-* Least-connections keeps Hayward's wait at ``z = amp / N`` (the pooled queue's).
+* Least-connections (join the shortest queue on the count of running + queued requests): an
+  arrival waits only when every server is full, so ``P(wait)`` is Hayward's at the pooled
+  count's ``z = amp / N`` and the slot occupancy, and the wait given waiting is a pooled G/G/N
+  queue at the saturated rate, ``(1 + cs^2) / 2 / (N (1 / w - lam))`` (``cs^2`` of the
+  completion cycle, ``fluid_split_chain.saturated_cycle``), at least one server's mean residual
+  cycle ``(1 + cs^2) / (2 / w)`` (``pooled_wait_given_full``). Measured on 2026-11-27 (not
+  before: least-connections had no calibration case): TTFT +1.9 / -9.8 / +9.1 % at 2 servers 75 /
+  85 % and 8 servers 85 % with Hayward's wait and no occupancy or prefill avoidance, +0.0 / -4.3
+  / +3.5 % with them (engine, 2 servers, 85 %: 0.098 of arrivals meet the cap and wait 0.995 s
+  given it; the model 0.087 / 0.916 s).
 
 No constant is fitted to TTFT: ``N``, ``n``, ``tau``, ``a``, ``d`` come from the profile and the
 scenario, ``c`` and ``SCV(O)`` from the output-length samples, ``COMPOSITION_SHARE`` from the
@@ -135,17 +144,21 @@ def queued_prompt_share(route, n_srv, n, e_p, e_p2, e_o, e_o2, cv, busy_pf):
 
 @njit(cache=True)
 def prefill_share(route, n_srv, n, e_p, e_p2, e_o, e_o2, cv, busy_pf):
-    """Least-loaded: the chance, relative to random routing, that an arrival lands on a server
-    in the prefill iteration of the request it got last. That iteration's prompt left the
-    score when it started (the engine runs an iteration whole), but its request's ``O - 1``
-    output tokens are in the score, ``E[O] - 1`` above a server that got no arrival:
-    ``chosen_despite(N, (E[O] - 1) / sigma)`` (``sigma`` as ``queued_prompt_share``). Such
+    """The chance, relative to random routing, that an arrival lands on a server in the
+    prefill iteration of the request it got last. Least-connections: that request is one more
+    in the count, ``chosen_despite(N, 1 / sqrt(n))`` (as ``queued_prompt_share``). Least-loaded:
+    that iteration's prompt left the score when it started (the engine runs an iteration
+    whole), but its request's ``O - 1`` output tokens are in the score, ``E[O] - 1`` above a
+    server that got no arrival: ``chosen_despite(N, (E[O] - 1) / sigma)`` (``sigma`` as
+    ``queued_prompt_share``). Such
     arrivals meet a decode iteration instead, so the residual iteration an arrival waits for is
     shorter than the time average (engine, interactive, 75 / 85 % load, arrivals meeting
     neither a full server nor a queue: 0.0437 / 0.0464 s over 2 servers, 0.0435 s over 8 at
     85 %, against a time-average residual of 0.0476 / 0.0522 s). Other routers: 1."""
-    if n_srv < 2 or route != ROUTE_LEAST_LOADED or not n > 0:
+    if n_srv < 2 or route == ROUTE_NONE or not n > 0:
         return 1.0
+    if route == ROUTE_LEAST_CONNECTIONS:
+        return chosen_despite(n_srv, 1.0 / math.sqrt(n))
     sd = _score_sd(n, e_p, e_p2, e_o, e_o2, cv, busy_pf)
     return chosen_despite(n_srv, max(e_o - 1.0, 0.0) / sd) if sd > 0 else 1.0
 
@@ -207,14 +220,14 @@ def wait_given_full(n_srv, s, n, lam):
 
 
 @njit(cache=True)
-def routed_wait(route, n_srv, s, n, lam, scv, cv, stall):
+def routed_wait(route, n_srv, s, n, lam, scv, cv, stall, mu_sat, cs2):
     """``(P(wait), mean wait given waiting, z)`` behind a state-aware router: ``P(wait)`` by
     Hayward at the peakedness ``route_peakedness`` gives when only the prompts admitted on
     arrival stall the running decodes (a share ``1 - P(wait)``; a prompt that meets a full
     server is admitted when a request completes, so the count does not move with its stall),
-    the wait given waiting ``wait_given_full`` for least-loaded and Hayward's for
-    least-connections. ``n``: the slot occupancy for least-loaded (``slot_occupancy``), the
-    running decodes for least-connections. ``z`` solves ``z = route_peakedness(..., stall (1 -
+    the wait given waiting ``wait_given_full`` for least-loaded and ``pooled_wait_given_full``
+    (saturated rate ``mu_sat``, cycle ``cs2``) for least-connections. ``n``: the slot occupancy
+    (``slot_occupancy``). ``z`` solves ``z = route_peakedness(..., stall (1 -
     P(wait at z)))``: ``F(z) = g(z) - z`` with ``g`` the right side, which falls as ``z`` (so
     ``P(wait)``) grows, so ``F`` has one root in ``[g(0 stall), g(full stall)]``. Secant steps
     from the full stall (a few suffice: ``g`` moves by a few % per unit of ``P(wait)``), kept
@@ -235,7 +248,24 @@ def routed_wait(route, n_srv, s, n, lam, scv, cv, stall):
     pw, cond = hayward_mgs(s, n, lam, scv, z)
     if route == ROUTE_LEAST_LOADED and n_srv >= 2:
         cond = wait_given_full(n_srv, s, n, lam)
+    elif route == ROUTE_LEAST_CONNECTIONS and n_srv >= 2 and mu_sat > 0:
+        cond = pooled_wait_given_full(n_srv, mu_sat, cs2, lam)
     return pw, cond, z
+
+
+@njit(cache=True)
+def pooled_wait_given_full(n_srv, mu_sat, cs2, lam):
+    """Least-connections' mean wait of an arrival that meets every server full: a pooled G/G/N
+    queue served at ``n_srv`` times the saturated rate ``mu_sat`` (one completion cycle of SCV
+    ``cs2`` per admitted prompt, ``fluid_split_chain.saturated_cycle``), Poisson arrivals:
+    ``(1 + cs2) / 2 / (N (mu_sat - lam))`` (Kingman), at least the mean residual cycle of the
+    server it queues at, ``(1 + cs2) / (2 mu_sat)``. ``inf``-free: 0 at or above saturation (the
+    epoch-level fluid backlog takes over)."""
+    floor = 0.5 * (1.0 + cs2) / mu_sat
+    head = n_srv * (mu_sat - lam)
+    if not head > 0:
+        return 0.0
+    return max(0.5 * (1.0 + cs2) / head, floor)
 
 
 @njit(cache=True)
