@@ -33,8 +33,8 @@ Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running
   local policy picks on arrival), by local policy: round-robin and random a birth-death queue
   at the peakedness of the prefill stall and the arrivals' regularity, a G/G/1 queue at the
   saturated rate above the cap (``fluid_split_chain.split_wait``); least-connections
-  M/G/c with ``c = S``, service = the residence ``N / lam`` (Little), its SCV that of the
-  output length, at the pooled queue's peakedness (Hayward's approximation); least-loaded
+  Erlang C at the slot occupancy and the pooled queue's peakedness (Hayward's approximation),
+  a pooled G/G/N queue at the saturated rate given full; least-loaded
   Erlang C at the slot occupancy and the peakedness of its measured count law, the pooled
   queue's wait given full with the own server's next completion as floor, and a residual
   shortened by the router avoiding a server in a prefill iteration (``sim/fluid_route_wait.py``);

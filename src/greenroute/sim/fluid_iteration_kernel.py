@@ -192,9 +192,9 @@ def iteration_epoch(
             sig *= math.sqrt(1.0 - 1.0 / k_min)
         # stationary slot wait at the epoch's mean rate: split arrivals (round-robin, random)
         # a birth-death queue per server (``split_wait``); least-loaded and least-connections
-        # M/G/S per server (service = residence N / lam, the output length's SCV) at the
-        # peakedness their balancing leaves (``fluid_route_wait``); Python policies the same
-        # M/G/S at peakedness 1 (Allen-Cunneen)
+        # Erlang C at the slot occupancy and the peakedness their balancing leaves, with their
+        # own wait given full (``fluid_route_wait``); Python policies M/G/S at peakedness 1
+        # (Allen-Cunneen)
         tab = np.zeros((3, 2))
         z_split = 1.0
         # the saturated completion cycle (a ratio of the mix's rates: the same at every node)
@@ -202,8 +202,8 @@ def iteration_epoch(
                                       st)  # fmt: skip
         if k_split >= 1:  # the chain's rates and peakedness at the mean rate, kept per node
             stall = stall_share(g, n, lam, types, tau, adv, decode, st)
-            tab, z_split = split_chain(g, lam, lam_tot, types, tau, tau2, adv, decode, e_out, s,
-                                       st, k_split, stall)  # fmt: skip
+            tab, z_split = split_chain(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st,
+                                       k_split, stall, mu_sat, cs2)  # fmt: skip
         pw[g], cond[g], _ = _slot_wait(g, k_split, route, lam, lam_tot, 1.0, n, tau_sum, tab,
                                        types, tau, adv, decode, st, s, z_split, n_srv, scv,
                                        cv, mu_sat, cs2)  # fmt: skip

@@ -150,11 +150,11 @@ def prefill_share(route, n_srv, n, e_p, e_p2, e_o, e_o2, cv, busy_pf):
     that iteration's prompt left the score when it started (the engine runs an iteration
     whole), but its request's ``O - 1`` output tokens are in the score, ``E[O] - 1`` above a
     server that got no arrival: ``chosen_despite(N, (E[O] - 1) / sigma)`` (``sigma`` as
-    ``queued_prompt_share``). Such
-    arrivals meet a decode iteration instead, so the residual iteration an arrival waits for is
-    shorter than the time average (engine, interactive, 75 / 85 % load, arrivals meeting
-    neither a full server nor a queue: 0.0437 / 0.0464 s over 2 servers, 0.0435 s over 8 at
-    85 %, against a time-average residual of 0.0476 / 0.0522 s). Other routers: 1."""
+    ``queued_prompt_share``). Such arrivals meet a decode iteration instead, so the residual
+    iteration an arrival waits for is shorter than the time average (engine, interactive, 75 /
+    85 % load, arrivals meeting neither a full server nor a queue: 0.0437 / 0.0464 s over 2
+    servers, 0.0435 s over 8 at 85 %, against a time-average residual of 0.0476 / 0.0522 s).
+    No state-aware router, or one server: 1."""
     if n_srv < 2 or route == ROUTE_NONE or not n > 0:
         return 1.0
     if route == ROUTE_LEAST_CONNECTIONS:

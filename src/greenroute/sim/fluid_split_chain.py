@@ -130,21 +130,24 @@ def split_wait(g, lam, lam_tot, types, tau, tau2, adv, decode, e_out, s, st, k_a
     ``s``, the saturated rate ``1 / w`` at and above it); the module docstring gives the three
     parts. ``(1, 0)`` when the saturated rate is exceeded (the epoch-level fluid backlog takes
     over)."""
-    tab, z = split_chain(g, lam, lam_tot, types, tau, tau2, adv, decode, e_out, s, st, k_arr,
-                         stall)  # fmt: skip
+    mu_sat, cs2 = saturated_cycle(g, lam, lam_tot, types, tau, tau2, adv, decode, e_out, s, st)
+    tab, z = split_chain(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, k_arr, stall,
+                         mu_sat, cs2)  # fmt: skip
     pw, cond = chain_wait(tab, 1.0, lam_tot, s, z, k_arr)
     return pw, cond, z
 
 
 @njit(cache=True)
-def split_chain(g, lam, lam_tot, types, tau, tau2, adv, decode, e_out, s, st, k_arr, stall):
+def split_chain(
+    g, lam, lam_tot, types, tau, adv, decode, e_out, s, st, k_arr, stall, mu_sat, cs2
+):  # fmt: skip
     """``(chain_tables, z)`` at the peakedness that solves ``z = split_peakedness(k_arr, cs^2,
-    stall (1 - P(wait at z)))``: only the prompts admitted on arrival stall the running decodes
+    stall (1 - P(wait at z)))``, the saturated cycle ``(mu_sat, cs2)`` given
+    (``saturated_cycle``): only the prompts admitted on arrival stall the running decodes
     (one that meets full slots is admitted when a request completes). ``g(z)``, the right
     side, falls as ``z`` (so ``P(wait)``) grows: one root in ``[g(stall 0), g(stall)]``, found
     by secant steps kept in the shrinking bracket by bisection (as
     ``fluid_route_wait.routed_wait``)."""
-    mu_sat, cs2 = saturated_cycle(g, lam, lam_tot, types, tau, tau2, adv, decode, e_out, s, st)
     lo = split_peakedness(k_arr, cs2, 0.0)
     hi = split_peakedness(k_arr, cs2, stall)
     z = hi
