@@ -57,7 +57,14 @@ def _params(cases, why: dict[str, str]) -> list:
 
 # Each case's figure (error +- paired standard error, its own seed count) is in
 # docs/fluid_iteration_gap.md (table at the top); measured 2026-11-27.
-ISSUE_XFAIL: dict[str, str] = {}
+ISSUE_XFAIL = {
+    "rr85n": "round-robin, 85 % with minute noise: TTFT -8.4 +- 1.5 % on its 96 seeds (-7.6 +- "
+    "1.3 % on 128; added 2026-11-27, third session). Minute noise adds 0.83 s to the engine's "
+    "mean TTFT and 0.70 s to the model's: the noise block's backlog has the same variance for "
+    "round-robin's per-server queues as for least-loaded's pooled one, without the completions' "
+    "own variability (with it: +4.5 %, but round-robin 75 % with noise +5.7 %); "
+    "docs/fluid_iteration_gap.md, 'Minute noise beyond two least-loaded servers'",
+}
 
 
 @pytest.mark.parametrize("case", _params(ISSUE_CASES, ISSUE_XFAIL))
@@ -67,7 +74,11 @@ def test_fluid_matches_iteration_engine(case):
 
 # random 75 % (-12.8 %) and round-robin over 4 servers at 85 % (+5.2 %) passed on 2026-11-27, once
 # the split-arrival chain was rebuilt from parts checked against the engine (fluid_split_chain)
-HELD_OUT_XFAIL: dict[str, str] = {}
+HELD_OUT_XFAIL = {
+    "rnd85n": "random, 85 % with minute noise: TTFT -10.3 +- 1.4 % on its 64 seeds (added "
+    "2026-11-27, third session; as rr85n: minute noise adds 0.97 s to the engine's mean TTFT "
+    "and 0.77 s to the model's)",
+}
 
 
 @pytest.mark.slow
