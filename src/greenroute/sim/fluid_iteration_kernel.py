@@ -17,6 +17,7 @@ from numba import njit
 from greenroute.sim.fluid_iteration_core import _at, _fixed_parts, running, stall_share
 from greenroute.sim.fluid_noise_backlog import lindley_gaussian_mean, lindley_lognormal_mean
 from greenroute.sim.fluid_route_wait import (
+    ROUTE_LEAST_CONNECTIONS,
     prefill_share,
     queued_prompt_share,
     remaining_work_cv,
@@ -197,9 +198,12 @@ def iteration_epoch(
         # (Allen-Cunneen)
         tab = np.zeros((3, 2))
         z_split = 1.0
-        # the saturated completion cycle (a ratio of the mix's rates: the same at every node)
-        mu_sat, cs2 = saturated_cycle(g, lam, lam_tot, types, tau, tau2, adv, decode, e_out, s,
-                                      st)  # fmt: skip
+        # the saturated completion cycle (a ratio of the mix's rates: the same at every node),
+        # read by the split chain and least-connections' wait given full only
+        mu_sat, cs2 = 0.0, 1.0
+        if k_split >= 1 or route == ROUTE_LEAST_CONNECTIONS:
+            mu_sat, cs2 = saturated_cycle(g, lam, lam_tot, types, tau, tau2, adv, decode, e_out,
+                                          s, st)  # fmt: skip
         if k_split >= 1:  # the chain's rates and peakedness at the mean rate, kept per node
             stall = stall_share(g, n, lam, types, tau, adv, decode, st)
             tab, z_split = split_chain(g, lam, lam_tot, types, tau, adv, decode, e_out, s, st,

@@ -134,12 +134,7 @@ def queued_prompt_share(route, n_srv, n, e_p, e_p2, e_o, e_o2, cv, busy_pf):
     Measured (least-loaded, 2 servers, 60 %, docs/fluid_iteration_gap.md): an arrival meets a
     queued prompt at a non-full server 1.4 % of the time against 7.1 % under random routing
     (0.20)."""
-    if n_srv < 2 or route == ROUTE_NONE or not n > 0:
-        return 1.0
-    if route == ROUTE_LEAST_CONNECTIONS:
-        return chosen_despite(n_srv, 1.0 / math.sqrt(n))
-    sd = _score_sd(n, e_p, e_p2, e_o, e_o2, cv, busy_pf)
-    return chosen_despite(n_srv, (e_p + e_o - 1.0) / sd) if sd > 0 else 1.0
+    return _share_despite(route, n_srv, n, e_p + e_o - 1.0, e_p, e_p2, e_o, e_o2, cv, busy_pf)
 
 
 @njit(cache=True)
@@ -155,12 +150,21 @@ def prefill_share(route, n_srv, n, e_p, e_p2, e_o, e_o2, cv, busy_pf):
     85 % load, arrivals meeting neither a full server nor a queue: 0.0437 / 0.0464 s over 2
     servers, 0.0435 s over 8 at 85 %, against a time-average residual of 0.0476 / 0.0522 s).
     No state-aware router, or one server: 1."""
+    return _share_despite(route, n_srv, n, max(e_o - 1.0, 0.0), e_p, e_p2, e_o, e_o2, cv, busy_pf)
+
+
+@njit(cache=True)
+def _share_despite(route, n_srv, n, extra_tokens, e_p, e_p2, e_o, e_o2, cv, busy_pf):
+    """``chosen_despite`` for a server whose score carries one thing more than the others':
+    least-connections one request (``1 / sqrt(n)`` count deviations), least-loaded
+    ``extra_tokens`` (over ``_score_sd``); 1 without a state-aware router, with one server or
+    with nothing running (``queued_prompt_share``, ``prefill_share``)."""
     if n_srv < 2 or route == ROUTE_NONE or not n > 0:
         return 1.0
     if route == ROUTE_LEAST_CONNECTIONS:
         return chosen_despite(n_srv, 1.0 / math.sqrt(n))
     sd = _score_sd(n, e_p, e_p2, e_o, e_o2, cv, busy_pf)
-    return chosen_despite(n_srv, max(e_o - 1.0, 0.0) / sd) if sd > 0 else 1.0
+    return chosen_despite(n_srv, extra_tokens / sd) if sd > 0 else 1.0
 
 
 @njit(cache=True)
