@@ -78,3 +78,91 @@ def test_backlog_limits():
     lo = NB.lindley_lognormal_mean(0.9, 0.1, PERIOD_S, 0.0, z, wq)
     hi = NB.lindley_lognormal_mean(0.9, 0.1, PERIOD_S, 20.0, z, wq)
     assert hi > lo > 0
+
+
+LOOKBACK_EPOCH_MIN = 15  # minutes per epoch (a 900 s epoch)
+LOOKBACK_EPOCHS = 17  # as fluid.noise_hist at 900 s epochs: 240 minutes back, and this one
+
+
+@njit(cache=True)
+def _simulate_minutes(u, sig, sd_q, n_min, period, seed):
+    """Iid minutes of the recursion: each minute's utilisation ``u m`` (with G folded in) and
+    the arrival-weighted mean over the minutes of the backlog within them (the fluid path
+    ``(W0 + f X)^+``, arrivals at the minute's rate ``m``)."""
+    np.random.seed(seed)
+    util = np.empty(n_min)
+    w = 0.0
+    num = 0.0
+    den = 0.0
+    for i in range(n_min):
+        m = math.exp(sig * np.random.standard_normal() - 0.5 * sig * sig)
+        x = (u * m - 1.0) * period + sd_q * np.random.standard_normal()
+        util[i] = 1.0 + x / period
+        w1 = max(0.0, w + x)
+        avg = 0.5 * (w + w1) if w1 > 0.0 or x >= 0.0 else 0.5 * w * (-w / x)
+        num += m * avg
+        den += m
+        w = w1
+    return util, num / den
+
+
+@pytest.mark.parametrize(
+    ("u", "sig", "var_q"),
+    [
+        (0.85, 0.2126, 0.0),  # the scenarios' default noise: the backlog is 3 s
+        (0.85, 0.125, 0.0),
+        # least-loaded over 2 servers of w = 0.351 s: (u ca^2 + cs^2) T w / 2, cs^2 = 0.47
+        (0.85, 0.125, (0.85 + 0.47) * 60 * 0.351 / 2),
+        (0.75, 0.2126, 0.0),
+    ],
+)
+def test_lookback_backlog_matches_the_simulated_minutes(u, sig, var_q):
+    """The look-back backlog, fed each epoch's realised utilisation, against the minutes it
+    summarises (paired on one sample of 3000 epochs). Measured: +0.1 / +1.6 / +4.9 / +0.7 %
+    (Spitzer's series is exact for iid steps only, and the within-minute part takes W0
+    independent of the minute given its epoch). The epoch-stationary backlog it replaced reads
+    +26 % at sigma 0.2126 at the minutes' ends alone
+    (``test_epoch_stationary_backlog_overstates_the_minutes``); leaving out the within-minute
+    weighting reads -12 % there, and the lognormal shape without the conditioned third
+    cumulant +2 to +6 %."""
+    z, wq = _gh()
+    k, n_h = LOOKBACK_EPOCH_MIN, LOOKBACK_EPOCHS
+    util, direct = _simulate_minutes(u, sig, math.sqrt(var_q), 3000 * k, PERIOD_S, 11)
+    u_e = np.minimum(util.reshape(-1, k).mean(axis=1), 0.98)
+    hv = np.full(n_h, var_q)
+    got = np.empty(u_e.size)
+    for e in range(u_e.size):
+        hu = np.array([u_e[e - j] if e >= j else 0.0 for j in range(n_h)])
+        got[e] = NB.lookback_lindley_mean(hu, hv, sig, PERIOD_S, k, z, wq)
+    assert got.mean() == pytest.approx(direct, rel=0.06)
+
+
+def test_epoch_stationary_backlog_overstates_the_minutes():
+    """Why the backlog looks back: each epoch's own stationary backlog at its realised rate (the
+    model until 2026-11-27) averages the backlog's steep convexity over the epochs' rates, as
+    if the queue settled within each epoch; near saturation it takes tens of minutes. At 85 %
+    and sigma 0.2126 that reads 4.1 s at the minutes' ends alone against the minutes' 3.2 s."""
+    z, wq = _gh()
+    k, u, sig = LOOKBACK_EPOCH_MIN, 0.85, 0.2126
+    util, direct = _simulate_minutes(u, sig, 0.0, 3000 * k, PERIOD_S, 11)
+    u_e = np.minimum(util.reshape(-1, k).mean(axis=1), 0.98)
+    s_in = sig * math.sqrt(1.0 - 1.0 / k)  # a minute about its epoch's mean
+    stationary = [NB.lindley_lognormal_mean(x, s_in, PERIOD_S, 0.0, z, wq) for x in u_e]
+    assert np.mean(stationary) > 1.2 * direct
+
+
+def test_lookback_backlog_limits():
+    z, wq = _gh()
+    n_h, k = LOOKBACK_EPOCHS, LOOKBACK_EPOCH_MIN
+    hu = np.full(n_h, 0.9)
+    # no noise and no queue variance: the fluid below capacity never queues
+    assert NB.lookback_lindley_mean(hu, np.zeros(n_h), 0.0, PERIOD_S, k, z, wq) == 0.0
+    # one-minute epochs are their realised counts: nothing left to vary within them
+    assert NB.lookback_lindley_mean(hu, np.full(n_h, 20.0), 0.2, PERIOD_S, 1, z, wq) == 0.0
+    # the same epoch after a busy hour carries more backlog than after a quiet one
+    busy = np.array([0.85] + [0.95] * 4 + [0.85] * (n_h - 5))
+    quiet = np.array([0.85] + [0.60] * 4 + [0.85] * (n_h - 5))
+    hv = np.zeros(n_h)
+    got_busy = NB.lookback_lindley_mean(busy, hv, 0.2126, PERIOD_S, k, z, wq)
+    got_quiet = NB.lookback_lindley_mean(quiet, hv, 0.2126, PERIOD_S, k, z, wq)
+    assert got_busy > 1.15 * got_quiet > 0  # measured 2.92 against 2.43 s

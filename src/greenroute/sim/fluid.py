@@ -33,6 +33,9 @@ from greenroute.sim.queueing import mgc_wait_s
 from greenroute.sim.scenario import TraceWorkload
 
 NOISE_PERIOD_S = 60.0  # the workload generator's noise is piecewise constant per minute
+# minutes of epoch history the minute backlog looks back over: at 85 % and sigma 0.2126 its
+# Spitzer series reaches about 60 minutes (the terms fall below 1e-4 s), so 240 leave margin
+NOISE_LOOKBACK_MIN = 240
 NOISE_NODES = 9  # Gauss–Hermite nodes over the minute's lognormal rate multiplier
 # Join-the-shortest-queue pooling exponent: n servers of c slots under least-loaded queue like
 # one M/G/(c n^x). Fitted by ``python -m greenroute.bench.calibrate`` (x = 1 would be perfect
@@ -152,6 +155,10 @@ class FluidBackend:
         c_mom = np.array([class_moments(p, o) for p, o in zip(*self.svc.samples, strict=True)])
         self.it_par = (gh, par, c(split, dtype=np.int64), c(c_mom, dtype=float))
         self.pre = np.zeros(self.n_g)
+        # per group, the utilisation and queue variance of the epochs the minute backlog looks
+        # back over (``fluid_noise_backlog.lookback_lindley_mean``): forked with the state
+        k_min = max(round(self.sc.epoch_s / NOISE_PERIOD_S), 1)
+        self.noise_hist = np.zeros((self.n_g, -(-NOISE_LOOKBACK_MIN // k_min) + 1, 2))
         self.e_pf_it = np.zeros_like(self.svc.e_pf[:, CLASS_INTERACTIVE, :])
 
     def _init_kernel_buffers(self) -> None:

@@ -276,7 +276,8 @@ def correct_epoch(fl, e: int) -> np.ndarray:
 
     b0, slope, cap, pw, cond, _es_mix, served = fl.out
     IK.iteration_epoch(e, float(fl.sc.epoch_s), fl.n_gcm, served, *fl.it_cur, fl.n_int,
-                       *fl.it_par, fl.it_dyn_kwh, fl.busy_slot_s, pw, cond, fl.pre)  # fmt: skip
+                       *fl.it_par, fl.it_dyn_kwh, fl.busy_slot_s, pw, cond, fl.pre,
+                       fl.noise_hist)  # fmt: skip
     IK.epoch_info(e, fl.it_dyn_kwh, fl.k_info[0], fl.k_info[1], fl.info, fl.it_static[6],
                   fl.pre, fl.e_pf_it)  # fmt: skip
     k = fl.k_info

@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 from greenroute.sim.fluid_iteration_core import _at, _fixed_parts, running, stall_share
-from greenroute.sim.fluid_noise_backlog import lindley_gaussian_mean, lindley_lognormal_mean
+from greenroute.sim.fluid_noise_backlog import lookback_lindley_mean
 from greenroute.sim.fluid_route_wait import (
     ROUTE_LEAST_CONNECTIONS,
     prefill_share,
@@ -42,7 +42,7 @@ ODONI_ROTH = 2.8
 def iteration_epoch(
     e, dt, n_gcm, served, e_sat, w_sat, g_servers, g_slots, g_dyn_w, g_region, types,
     tau, tau2, adv, decode, e_out, e_out2, ahead, run_cap, n_int, gh, par, g_split, c_mom,
-    it_dyn_kwh, busy_slot_s, pw, cond, pre,
+    it_dyn_kwh, busy_slot_s, pw, cond, pre, hist,
 ):  # fmt: skip
     """One epoch's correction (``fluid_iteration.correct_epoch``), in place: ``it_dyn_kwh[:, e]``
     (energy at the running batch instead of saturation cost), ``busy_slot_s[:, e]`` (running
@@ -50,7 +50,9 @@ def iteration_epoch(
     occupancy of the running cap as in the engine), ``pw``/``cond`` (slot wait) and
     ``pre`` (residual + own prefill iteration) per group. ``par``: noise sigma, noise period, the
     utilisation at which the noise nodes and the minute backlog are held (``fluid.RHO_MAX_STABLE``;
-    above it the epoch-level fluid backlog takes over).
+    above it the epoch-level fluid backlog takes over). ``hist[g, j]``: the utilisation and the
+    queue's own per-minute variance of group ``g`` ``j`` epochs back, moved one back here and
+    filled for this epoch (the minute backlog looks back over them; ``fluid.noise_hist``).
 
     ``run_cap[g]``: the running cap, ``k`` usable slots of ``S = g_slots[g]`` under a power cap
     (else ``S``). As the engine throttles a capped server (``iteration_mode.throttled``),
@@ -63,6 +65,11 @@ def iteration_epoch(
     z, wq = gh[0], gh[1]
     lam = np.zeros((n_g, n_c, n_m))
     for g in range(n_g):
+        for j in range(hist.shape[1] - 1, 0, -1):  # the history moves one epoch back
+            hist[g, j, 0] = hist[g, j - 1, 0]
+            hist[g, j, 1] = hist[g, j - 1, 1]
+        hist[g, 0, 0] = 0.0
+        hist[g, 0, 1] = 0.0
         srv = max(g_servers[g], 1.0)
         s = max(run_cap[g], 1.0)
         s_nom = max(g_slots[g], 1.0)
@@ -185,6 +192,7 @@ def iteration_epoch(
             tot += v
             sq += v * v
         sig = sigma * math.sqrt(sq) / tot if tot > 0 else 0.0
+        sig_minute = sig  # a minute's own log-sd (the minute backlog conditions on the epoch)
         # the epoch's counts already carry the mean of its k = dt / period minute multipliers:
         # within the epoch the minutes deviate from that mean with log-variance sig^2 (1 - 1/k)
         # (the variance of k iid draws about their own mean)
@@ -201,7 +209,8 @@ def iteration_epoch(
         # the saturated completion cycle (a ratio of the mix's rates: the same at every node),
         # read by the split chain and least-connections' wait given full only
         mu_sat, cs2 = 0.0, 1.0
-        if k_split >= 1 or route == ROUTE_LEAST_CONNECTIONS:
+        cs2_read = 1 if k_split >= 1 or route == ROUTE_LEAST_CONNECTIONS else 0
+        if cs2_read:
             mu_sat, cs2 = saturated_cycle(g, lam, lam_tot, types, tau, tau2, adv, decode, e_out,
                                           s, st)  # fmt: skip
         if k_split >= 1:  # the chain's rates and peakedness at the mean rate, kept per node
@@ -214,12 +223,15 @@ def iteration_epoch(
         if not sig > 0 or not u > 0:
             continue
         # minute rate noise (lognormal multiplier, Gauss-Hermite nodes weighted by arrivals).
-        # Within a minute the queue is near its stationary state at that minute's rate (the
-        # slot wait's relaxation time, a few residences, is well below the minute): the wait
-        # is the arrival-weighted mean over the nodes of the M/G/S wait at the node's rate
-        # (running decodes N re-solved per node; rates held at RHO_MAX_STABLE, above which
-        # the overload terms below take over), as the slots model does (``noise_wait``)
+        # Two parts (docs/fluid_iteration_gap.md, "The look-back backlog"): the queue's fast
+        # part, relaxing within a minute toward the stationary wait at that minute's rate, and
+        # the slow part, the backlog that busy minutes leave to the next ones.
         u_st = min(u, rho_max)  # above it the epoch-level fluid backlog takes over
+        if cs2_read == 0:  # least-loaded and Python policies: the cycle for the backlog only
+            mu_sat, cs2 = saturated_cycle(g, lam, lam_tot, types, tau, tau2, adv, decode, e_out,
+                                          s, st)  # fmt: skip
+        pw_u = pw[g]  # the stationary wait at the epoch's mean rate
+        pwc_u = pw[g] * cond[g]
         base = lam[g].copy()
         p_sum = 0.0
         pw_sum = 0.0
@@ -229,6 +241,13 @@ def iteration_epoch(
             mult = math.exp(sig * z[k] - 0.5 * sig * sig)
             p = wq[k] * mult
             p_sum += p
+            if u * mult >= 1.0:
+                # an overloaded minute: its queue is the backlog below (the fluid build-up and
+                # the queue's own variance); the slots start it at the mean rate's wait
+                pw_sum += p * pw_u
+                pwc_sum += p * pwc_u
+                if k_split >= 1:
+                    continue
             m_eff = min(mult, rho_max / u)
             for c in range(n_c):
                 for m in range(n_m):
@@ -245,53 +264,47 @@ def iteration_epoch(
                 )
                 r_k += (1.0 - share_pf) * _avoided_residual(pf_k, t2_k, d_k)
                 pre_sum += p * (r_k * (1.0 + a_k * share_q) + own_k)
+            if u * mult >= 1.0:
+                continue
             pw_k, cond_k, z_k = _slot_wait(g, k_split, route, lam, lam_tot, m_eff, n_k, pf_k,
                                            tab, types, tau, adv, decode, st, s, z_split, n_srv,
                                            scv, cv, mu_sat, cs2)  # fmt: skip
-            # weight: the share of the minute the queue spends relaxed to the node's wait,
-            # 1 - tau/T (1 - exp(-T/tau)) (time-average of 1 - exp(-t/tau) over the minute);
-            # at peakedness z (Hayward: S / z servers of the same service time) tau is z times
-            # longer
+            # An underloaded minute starts near the mean rate's wait and relaxes toward its own
+            # stationary wait: over the minute it covers the share 1 - tau/T (1 - exp(-T/tau))
+            # of the way (the time average of 1 - exp(-t/tau)); at peakedness z (Hayward: S / z
+            # servers of the same service time) tau is z times longer
             rho_k = n_k / s
             res_k = n_k / lam_k if lam_k > 0 else 0.0
             gap_k = 1.0 - math.sqrt(min(rho_k, 0.999999))
             tau_k = z_k * (1.0 + scv) * res_k / s / (ODONI_ROTH * gap_k * gap_k)
             relax = 1.0 - tau_k / period * (1.0 - math.exp(-period / tau_k)) if tau_k > 0 else 1.0
-            pw_sum += p * relax * pw_k
-            pwc_sum += p * relax * pw_k * cond_k
+            pw_sum += p * (pw_u + relax * (pw_k - pw_u))
+            pwc_sum += p * (pwc_u + relax * (pw_k * cond_k - pwc_u))
         lam[g] = base
         if k_split <= 1:
             pre[g] = pre_sum / p_sum
-        # the share of a minute not yet relaxed to the node's wait is the slow part of the
-        # queue, which the minute-to-minute backlog below (with the queue's own variance) holds:
-        # arrival-weighted over all the nodes, not renormalised over the relaxed share
         pw[g] = pw_sum / p_sum
         cond[g] = (pwc_sum / p_sum) / pw[g] if pw[g] > 0 else 0.0
-        # the fluid backlog carried from minute to minute: Lindley's recursion W' = (W + X)^+
-        # over noise periods, X = (u m - 1) period with m the lognormal multiplier (Spitzer's
-        # identity, ``lindley_lognormal_mean``). Its value at the minute boundaries is also its
-        # mean over the minute: W(t) = (W0 + (u m - 1) t)^+ is linear or clipped within a
-        # minute and W at the minute's end has W0's stationary law (trapezoid), so no separate
-        # within-minute build-up of an overloaded minute is added (it is the part of W0 that
-        # the next minute starts with: counting it too counted an overloaded minute twice)
-        # Over a minute the queue in front of full slots also moves by the arrivals' own count:
-        # Poisson, variance lam period ca^2 requests (ca^2 = 1; 1 / k for round-robin over k
-        # servers), each request worth w / N seconds of wait where N servers share one queue (a
-        # state-aware router pools the region's servers; split arrivals and Python policies
-        # queue per server). The completions' randomness (the cs^2 of a heavy-traffic G/G/s
-        # diffusion) is left out: measured, not derived (the backlog replayed on the engine's
-        # own minute counts leaves the rest of TTFT the model's fixed part and slot wait; with
-        # cs^2 it leaves less than the fixed part plus the no-noise slot wait). The noise's
-        # part of the backlog is the Lindley mean with both terms less the one without noise,
-        # which the stationary slot wait already holds.
+        # The slow part: the backlog carried from minute to minute, Lindley's W' = (W + X)^+
+        # with X = (u m - 1) period + G over the epoch and the ones before it (the backlog
+        # relaxes over tens of minutes near saturation, longer than an epoch), arrival-weighted
+        # within each minute (``lookback_lindley_mean``). G is the queue's own randomness over a
+        # minute, a heavy-traffic G/G/s diffusion's (Kingman; Whitt, "Stochastic-Process
+        # Limits", 2002, ch. 9): arrivals Poisson, lam period ca^2 requests (ca^2 = 1; 1 / k for
+        # round-robin over k servers), and completions at the saturated rate with the cycle's
+        # cs^2 (``saturated_cycle``), each request worth w / N seconds of wait where N servers
+        # share one queue (a state-aware router pools the region's servers; split arrivals and
+        # Python policies queue per server). The noise's part is the backlog with the
+        # multiplier less the one without, which the stationary wait already holds.
         w_req = w_mix / n_req
         ca2 = 1.0 / k_split if k_split >= 1 else 1.0
         pool = float(n_srv) if route > 0 else 1.0
-        var_q = u_st * period * w_req * ca2 / pool
-        if k_min > 1.0:  # the epoch's count fixes the sum of its minutes' arrivals (as sig)
-            var_q *= 1.0 - 1.0 / k_min
-        extra = lindley_lognormal_mean(u_st, sig, period, var_q, z, wq)
-        extra -= lindley_gaussian_mean((u_st - 1.0) * period, math.sqrt(var_q))
+        hist[g, 0, 0] = u_st
+        hist[g, 0, 1] = period * w_req * (u_st * ca2 + cs2) / pool
+        k_int = max(round(k_min), 1)
+        extra = lookback_lindley_mean(hist[g, :, 0], hist[g, :, 1], sig_minute, period, k_int,
+                                      z, wq)  # fmt: skip
+        extra -= lookback_lindley_mean(hist[g, :, 0], hist[g, :, 1], 0.0, period, k_int, z, wq)
         extra = max(extra, 0.0)
         if extra > 0:  # everyone waits the extra: P(wait) = 1, mean = the total
             cond[g] = pw[g] * cond[g] + extra

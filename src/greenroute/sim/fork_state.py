@@ -30,8 +30,9 @@ OUTCOME_FIELDS = (
 # fluid backend state arrays updated in place by ``fluid_kernel.fluid_step``
 FLUID_GROUP_STATE = ("backlog_s", "backlog_req", "util", "busy_slots")  # [G]
 FLUID_LEDGERS = ("it_dyn_kwh", "served_req", "busy_slot_s", "dispatched")  # [R, E]
-# running totals, first held cohort, and the step's outputs (read right after the step)
-FLUID_SCRATCH = ("acc", "first", "n_int", "outs", "info", "n_gcm", "pre", "e_pf_it")
+# running totals, first held cohort, the step's outputs (read right after the step) and the
+# minute backlog's epoch history (iteration servers)
+FLUID_SCRATCH = ("acc", "first", "n_int", "outs", "info", "n_gcm", "pre", "e_pf_it", "noise_hist")
 
 
 class EngineState:
