@@ -124,7 +124,7 @@ def test_lookback_backlog_matches_the_simulated_minutes(u, sig, var_q):
     +26 % at sigma 0.2126 at the minutes' ends alone
     (``test_epoch_stationary_backlog_overstates_the_minutes``); leaving out the within-minute
     weighting reads -12 % there, and the lognormal shape without the conditioned third
-    cumulant +2 to +6 %."""
+    cumulant +1 to +6 %."""
     z, wq = _gh()
     k, n_h = LOOKBACK_EPOCH_MIN, LOOKBACK_EPOCHS
     util, direct = _simulate_minutes(u, sig, math.sqrt(var_q), 3000 * k, PERIOD_S, 11)

@@ -75,9 +75,10 @@ class CalibrationCase:
 _C = CalibrationCase
 # The issue's list: least-loaded and round-robin over 2 servers at 60-85 %, with and without
 # minute noise. Round-robin's noisy cases were added on 2026-11-27 (until then it had none, on
-# the argument that its split-arrival chain takes least-loaded's noise path; at 85 % it does not:
+# the argument that its split-arrival chain takes least-loaded's noise path; at 85 % it did not:
 # -8.4 % on 96 seeds, docs/fluid_iteration_gap.md, "Minute noise beyond two least-loaded
-# servers"); seeds from 128 measured ones, SE 0.99 / 1.29 % at 75 / 85 %.
+# servers"; +3.9 % since "The look-back backlog"); seeds from 128 measured ones, SE 0.99 / 1.29 %
+# at 75 / 85 % then (1.7 / 1.7 % now: the backlog moves more with each seed's noisy minutes).
 ISSUE_CASES = (
     _C("ll60", "least-loaded", 0.60),
     _C("ll75", "least-loaded", 0.75),
@@ -134,7 +135,8 @@ MIX_CASES = (
 # More minute-noise cases (added 2026-11-27): measured by this module's command only, not in the
 # test file (the first four: 128 seeds each for a standard error under 2 %, about 12 minutes of
 # CPU together; the sigma-0.2126 ones about 20 minutes); results in docs/fluid_iteration_gap.md,
-# "Minute noise beyond two least-loaded servers".
+# "The look-back backlog" (now +4 to +8 %; before it, "Minute noise beyond two least-loaded
+# servers").
 NOISE_BENCH_CASES = (
     _C("rr4_85n", "round-robin", 0.85, NOISE_SIGMA, servers=4, seeds=128),
     _C("ll4_85n", "least-loaded", 0.85, NOISE_SIGMA, servers=4, seeds=128),

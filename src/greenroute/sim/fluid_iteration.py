@@ -41,16 +41,18 @@ Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running
   Python policies the same M/G/c at peakedness 1.
 * minute rate noise (lognormal, piecewise constant per ``NOISE_PERIOD_S``; within an epoch of
   ``k`` minutes its log-sd is ``sigma sqrt(1 - 1/k)``, the epoch's counts holding the mean),
-  over Gauss-Hermite nodes ``m_k`` weighted by arrivals: the slot wait is the arrival-weighted
-  mean of each node's stationary M/G/S wait (``N`` re-solved at the node's rate, held at
-  ``RHO_MAX_STABLE``) times the share of the minute it takes to relax to it, ``1 - tau/T (1 -
-  exp(-T/tau))`` with Odoni & Roth's relaxation time ``tau = (1 + scv) (N / lam) / S / (2.8 (1
-  - sqrt(N/S))^2)`` (the unrelaxed rest is the slow part, in the backlog below); the fixed
+  over Gauss-Hermite nodes ``m_k`` weighted by arrivals. The fast part: each underloaded node's
+  minute starts at the mean rate's stationary wait and relaxes toward its own (M/G/S, ``N``
+  re-solved at the node's rate, held at ``RHO_MAX_STABLE``) over the share ``1 - tau/T (1 -
+  exp(-T/tau))`` of the way, Odoni & Roth's relaxation time ``tau = (1 + scv) (N / lam) / S /
+  (2.8 (1 - sqrt(N/S))^2)``; an overloaded node's minute keeps the mean rate's wait. The fixed
   part above (residual, prompts ahead, own iteration) likewise arrival-weighted over the nodes
-  at each node's rate (not for round-robin, which keeps the mean rate's Erlang-k residual);
-  plus the backlog carried from minute to minute (Lindley's recursion with increments ``(u m
-  - 1) T`` plus the arrivals' Poisson count, mean by Spitzer's identity with the lognormal
-  sums of Fenton-Wilkinson, less the same without noise); everyone waits it.
+  at each node's rate (not for round-robin, which keeps the mean rate's Erlang-k residual).
+  The slow part, which everyone waits: the backlog carried from minute to minute
+  (``fluid_noise_backlog.lookback_lindley_mean``: Lindley's recursion with increments ``(u m -
+  1) T`` plus the queue's own arrival and completion variability, each epoch's minutes
+  conditioned on its realised count, Spitzer's series over windows that look back over the
+  epochs before, arrival-weighted within the minute; less the same without noise).
 
 Power caps: a cap leaving ``k`` of ``S`` slots usable gives a running cap ``k`` and prefill
 iterations stretched by ``S / k`` at ``k / S`` of their dynamic power, as the engine throttles
@@ -58,8 +60,9 @@ iterations stretched by ``S / k`` at ``k / S`` of their dynamic power, as the en
 
 No fitted constant (2.8 is Odoni & Roth's published one). Known misses
 (``tests/test_fluid_iteration_calibration.py`` and ``docs/fluid_iteration_gap.md``, measured):
-random routing at 75 %, the demo's class mix under round-robin at 80 % and under least-loaded
-at 85 % with minute noise. Prompts arriving after a request but before its
+least-loaded on the demo's class mix at 85 % (+5 % without and +9 % with minute noise), on 40 %
+deferrable work at 85 % and on the demo's mix over 8 servers; with minute noise over 4-16
+servers it reads 6-12 % high. Prompts arriving after a request but before its
 iteration starts may share that iteration in the engine; the model leaves them out (counting
 them too, ``2 resid`` instead of ``resid``, overshot the single region by +7 % at 60 %).
 """

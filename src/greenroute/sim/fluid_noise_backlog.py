@@ -1,8 +1,11 @@
 """Compiled backlog that minute rate noise carries from one minute to the next in the fluid model
 of iteration servers (``fluid_iteration_kernel.iteration_epoch``): Lindley's recursion over
-noise periods, its stationary mean by Spitzer's identity, with lognormal increments (the minute
-multiplier, ``lindley_lognormal_mean``) or Gaussian ones (``lindley_gaussian_mean``).
-Checked against a direct simulation in ``tests/test_fluid_noise_backlog.py``.
+noise periods by Spitzer's identity. The model's is ``lookback_lindley_mean``: each epoch's
+minutes conditioned on its realised count, windows that look back over the epochs before,
+arrival-weighted within the minute. ``lindley_lognormal_mean`` (the stationary backlog at one
+rate, lognormal increments; the model until 2026-11-27) and ``lindley_gaussian_mean`` are kept
+as the yardstick the tests hold it against. Checked against direct simulations in
+``tests/test_fluid_noise_backlog.py``.
 """
 
 from __future__ import annotations
