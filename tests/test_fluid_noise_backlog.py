@@ -1,7 +1,9 @@
 """The minute-noise backlog of the fluid iteration model (``fluid_noise_backlog.
-lindley_lognormal_mean``): Lindley's recursion W' = max(0, W + X) over minutes, X = (u m - 1) T +
-G with m a mean-one lognormal rate multiplier and G ~ N(0, var_q), mean by Spitzer's identity
-with Fenton-Wilkinson lognormal sums. Checked against a direct simulation of the recursion."""
+lookback_lindley_mean``) and the stationary backlog at one rate that it replaced
+(``lindley_lognormal_mean`` below, the model until 2026-11-27, kept as its yardstick):
+Lindley's recursion W' = max(0, W + X) over minutes, X = (u m - 1) T + G with m a mean-one
+lognormal rate multiplier and G ~ N(0, var_q), mean by Spitzer's identity. Checked against
+direct simulations of the recursion."""
 
 from __future__ import annotations
 
@@ -12,9 +14,55 @@ import pytest
 from numba import njit
 
 from greenroute.sim import fluid_noise_backlog as NB
+from greenroute.sim.queueing import lindley_gaussian_mean
 
 PERIOD_S = 60.0  # one noise period (a minute)
+LINDLEY_TERMS = 4000  # as sim.queueing.lindley_gaussian_mean
+_SQRT2 = math.sqrt(2.0)
 GH_NODES = 9  # as fluid.NOISE_NODES
+
+
+@njit(cache=True)
+def lindley_lognormal_mean(u, sig, period, var_q, z, wq):
+    """Stationary mean of Lindley's W' = max(0, W + X) over noise periods, X = (u m - 1)
+    ``period`` + G, ``m`` a mean-one lognormal of log-sd ``sig`` (the minute rate multiplier,
+    ``data.workload``), G ~ N(0, ``var_q``) independent (the queue's own randomness), by
+    Spitzer's identity E[W] = sum_n E[S_n^+] / n, S_n = period (u Y_n - n) + G_n. Y_n, the sum
+    of ``n`` multipliers, is taken lognormal with its exact mean ``n`` and variance ``n (e^sig^2
+    - 1)`` (Fenton 1960, "The sum of log-normal probability distributions in scatter
+    transmission systems", IRE Trans. Commun. Syst. 8(1): it keeps the right skew that a
+    Gaussian X drops, and the backlog is made of that tail): log-variance ``s_n^2 = ln(1 +
+    (e^sig^2 - 1) / n)``, and given G_n = g, as Black-Scholes' call on a lognormal,
+    E[(u Y_n - K)^+] = u (n Phi(d1) - K Phi(d2)), K = n - g / period, d1 = (ln(n / K) + s_n^2
+    / 2) / s_n, d2 = d1 - s_n; G_n ~ N(0, n var_q) by the Gauss-Hermite nodes ``z``/``wq``.
+    0 when ``sig`` or ``u`` is 0; inf at ``u >= 1``."""
+    if not sig > 0 or not u > 0:
+        return 0.0
+    if u >= 1.0:
+        return math.inf
+    ex = math.expm1(sig * sig)
+    total = 0.0
+    for i in range(1, LINDLEY_TERMS + 1):
+        s_n = math.sqrt(math.log1p(ex / i))
+        sd_g = math.sqrt(i * var_q) / period
+        term = 0.0
+        top = -math.inf  # d2 at the largest node: the term's tail
+        for j in range(z.size):
+            k = i - sd_g * z[j]  # strike, in minutes of work
+            if k <= 0.0:
+                term += wq[j] * (u * i - k)
+                top = math.inf  # a node still past its strike: keep summing
+                continue
+            d1 = (math.log(u * i / k) + 0.5 * s_n * s_n) / s_n
+            d2 = d1 - s_n
+            top = max(top, d2)
+            term += wq[j] * (
+                u * i * 0.5 * math.erfc(-d1 / _SQRT2) - k * 0.5 * math.erfc(-d2 / _SQRT2)
+            )
+        total += term / i
+        if top < -12.0:
+            break
+    return total * period
 
 
 def _gh():
@@ -51,7 +99,7 @@ def _simulate(u, sig, period, sd_q, n, seed):
 )
 def test_backlog_matches_the_simulated_recursion(u, sig, var_q):
     z, wq = _gh()
-    got = NB.lindley_lognormal_mean(u, sig, PERIOD_S, var_q, z, wq)
+    got = lindley_lognormal_mean(u, sig, PERIOD_S, var_q, z, wq)
     b = _simulate(u, sig, PERIOD_S, math.sqrt(var_q), 4_000_000, 7)
     mean, se = b.mean(), b.std(ddof=1) / math.sqrt(b.size)
     # Fenton-Wilkinson's lognormal sum is an approximation: 2 % of the mean or 4 standard errors
@@ -64,19 +112,19 @@ def test_lognormal_backlog_is_heavier_than_the_gaussian_one():
     in the helper's Monte Carlo at u 0.848, docs/fluid_iteration_gap.md)."""
     z, wq = _gh()
     u, sig = 0.85, 0.125
-    ln = NB.lindley_lognormal_mean(u, sig, PERIOD_S, 0.0, z, wq)
+    ln = lindley_lognormal_mean(u, sig, PERIOD_S, 0.0, z, wq)
     sd = u * math.sqrt(math.expm1(sig * sig)) * PERIOD_S
-    gauss = NB.lindley_gaussian_mean((u - 1.0) * PERIOD_S, sd)
+    gauss = float(lindley_gaussian_mean((u - 1.0) * PERIOD_S, sd))
     assert ln > 1.2 * gauss > 0
 
 
 def test_backlog_limits():
     z, wq = _gh()
-    assert NB.lindley_lognormal_mean(0.85, 0.0, PERIOD_S, 3.0, z, wq) == 0.0
-    assert NB.lindley_lognormal_mean(1.0, 0.1, PERIOD_S, 0.0, z, wq) == math.inf
+    assert lindley_lognormal_mean(0.85, 0.0, PERIOD_S, 3.0, z, wq) == 0.0
+    assert lindley_lognormal_mean(1.0, 0.1, PERIOD_S, 0.0, z, wq) == math.inf
     # more queue noise, more backlog
-    lo = NB.lindley_lognormal_mean(0.9, 0.1, PERIOD_S, 0.0, z, wq)
-    hi = NB.lindley_lognormal_mean(0.9, 0.1, PERIOD_S, 20.0, z, wq)
+    lo = lindley_lognormal_mean(0.9, 0.1, PERIOD_S, 0.0, z, wq)
+    hi = lindley_lognormal_mean(0.9, 0.1, PERIOD_S, 20.0, z, wq)
     assert hi > lo > 0
 
 
@@ -147,7 +195,7 @@ def test_epoch_stationary_backlog_overstates_the_minutes():
     util, direct = _simulate_minutes(u, sig, 0.0, 3000 * k, PERIOD_S, 11)
     u_e = np.minimum(util.reshape(-1, k).mean(axis=1), 0.98)
     s_in = sig * math.sqrt(1.0 - 1.0 / k)  # a minute about its epoch's mean
-    stationary = [NB.lindley_lognormal_mean(x, s_in, PERIOD_S, 0.0, z, wq) for x in u_e]
+    stationary = [lindley_lognormal_mean(x, s_in, PERIOD_S, 0.0, z, wq) for x in u_e]
     assert np.mean(stationary) > 1.2 * direct
 
 

@@ -207,7 +207,8 @@ def iteration_epoch(
         tab = np.zeros((3, 2))
         z_split = 1.0
         # the saturated completion cycle (a ratio of the mix's rates: the same at every node),
-        # read by the split chain and least-connections' wait given full only
+        # read by the split chain and least-connections' wait given full (here) and by the
+        # minute backlog's completion variance (below, for the other routers)
         mu_sat, cs2 = 0.0, 1.0
         cs2_read = 1 if k_split >= 1 or route == ROUTE_LEAST_CONNECTIONS else 0
         if cs2_read:
