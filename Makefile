@@ -39,7 +39,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix src tests
 
 test: $(STAMP) debian-deps lint
-	$(VENV)/bin/python -m pytest -n 2 -q
+	$(VENV)/bin/python -m pytest -n 2 --dist worksteal -q
 
 bench: $(STAMP)
 	$(VENV)/bin/python -m greenroute.bench.perf
