@@ -4,6 +4,12 @@ The Python API: :func:`run`, :func:`compare`, :func:`run_manifest`; registries f
 (:func:`register_geo_policy`) and scenarios (:func:`register_scenario`).
 """
 
+# Before any kernel module is imported: numba picks its cache directory when a function is
+# decorated, and greenroute keys it by the kernels' source (core/numba_cache.py)
+from greenroute.core.numba_cache import configure_numba_cache
+
+configure_numba_cache()
+
 from greenroute.api import compare, results, run, run_manifest, sweep
 from greenroute.constraints import ConstraintSet, Exclusion
 from greenroute.core.types import (

@@ -31,7 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-CACHE_DIR_ENV = "GREENROUTE_CACHE_DIR"
+from greenroute.core.cache_root import CACHE_DIR_ENV as CACHE_DIR_ENV
+from greenroute.core.cache_root import cache_root
+
 NO_CACHE_ENV = "GREENROUTE_NO_CACHE"
 
 _enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("greenroute_cache", default=True)
@@ -41,12 +43,7 @@ _checksums: dict[tuple[str, int, int, int], str] = {}
 
 def cache_dir() -> Path:
     """Root of the on-disk cache (not created here)."""
-    explicit = os.environ.get(CACHE_DIR_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "greenroute"
+    return cache_root()
 
 
 def enabled() -> bool:
