@@ -126,6 +126,9 @@ def test_reference_scales_are_simulated_once_then_read(cache_dir, monkeypatch):
 
     sc = get_scenario("demo").with_options(days=0.1)
     local = local_policy_factory("least-loaded")
+    # an earlier test in this process may have simulated the same reference (seen under
+    # --dist worksteal, 2026-11-27): start from an empty in-process memo
+    reference._MEMORY.clear()
     first = reference.reference_scales(prepare(sc, seed=3), local)
     assert len(list((cache_dir / "reference").glob("*.json"))) == 1
     reference._MEMORY.clear()

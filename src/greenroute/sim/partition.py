@@ -90,7 +90,7 @@ class RegionPartitionWorker:
         self.block = block
         self.cfg = config_block(cfg, block.s0, block.s1)
         self.region_start = np.asarray(region_start[block.r0 : block.r1 + 1]) - block.s0
-        self.lp_codes = np.asarray(lp_codes[block.r0 : block.r1], dtype=np.int64)
+        self.lp_codes = np.array(lp_codes[block.r0 : block.r1], dtype=np.int64)  # own copy
         self.st = IterationState.empty(self.cfg, block.r1 - block.r0)
         self.cost: CostArrays | None = None  # the last cost tables sent (sent on change only)
 
@@ -109,8 +109,9 @@ class RegionPartitionWorker:
         if changed:
             st.forget_cache()
         if payload["cost"] is not None:
-            self.cost = payload["cost"]
-        a = payload["arrivals"]
+            cost = payload["cost"]
+            self.cost = replace(cost, **{k: _writable(v) for k, v in vars(cost).items()})
+        a = {k: _writable(v) for k, v in payload["arrivals"].items()}
         out = run_arrivals(
             st, cfg, self.cost, a["t_reg"], a["region"] - b.r0, a["model"], a["ids"],
             a["prompt"], a["output"], a["u_local"], payload["t_end"], self.region_start,
@@ -122,6 +123,14 @@ class RegionPartitionWorker:
         state["tbt_hist"] = st.tbt_hist.copy()
         out = np.where(out >= 0, out + b.s0, out)
         return {"out": out, "log": log, "state": state, "cpu_s": time.process_time() - t0}
+
+
+def _writable(a: np.ndarray) -> np.ndarray:
+    """``a``, copied if read-only. Ray hands a worker read-only arrays (zero-copy from its
+    object store), and numba types a read-only array apart: the kernels would be compiled
+    again for it, in every worker, on the first epoch (65 s on the 2-core machine), despite
+    :func:`warm_kernels` and the cache of the same kernels on writable arrays."""
+    return a if a.flags.writeable else a.copy()
 
 
 def warm_kernels() -> None:
