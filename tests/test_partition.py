@@ -134,3 +134,47 @@ def test_partitioned_run_on_ray_equals_one_process(single):
         ray.shutdown()
     assert part.metrics == single.metrics
     pd.testing.assert_frame_equal(part.requests, single.requests)
+
+
+def test_a_worker_given_read_only_arrays_runs_the_compiled_kernel_it_has():
+    """Ray hands actors read-only arrays; numba would compile the kernels again for them (65 s
+    per worker on the first epoch) unless the worker copies them (``partition._writable``)."""
+    from greenroute.sim.iteration import flat_cost_table, stack_cost_tables
+    from greenroute.sim.iteration import kernel as K
+    from greenroute.sim.iteration.state import IterationConfig
+    from greenroute.sim.partition import RegionPartitionWorker, warm_kernels
+
+    warm_kernels()
+    compiled = len(K.run_arrivals.signatures)
+
+    def payload(read_only: bool) -> dict:
+        cfg = IterationConfig.uniform(2, blocks_total=64)
+        cost = stack_cost_tables([flat_cost_table(0.01, 0.05)])
+        arrivals = dict(t_reg=np.array([0.0, 0.5, 1.0]), region=np.zeros(3, dtype=np.int64),
+                        model=np.zeros(3, dtype=np.int64), ids=np.arange(3, dtype=np.int64),
+                        prompt=np.array([100, 200, 300]), output=np.array([5, 6, 7]),
+                        u_local=np.array([0.1, 0.6, 0.3]))  # fmt: skip
+        if read_only:
+            for a in [*arrivals.values(), *vars(cost).values()]:
+                a.setflags(write=False)
+        return {
+            "arrivals": arrivals,
+            "cost": cost,
+            "t_end": 60.0,
+            "server_type": cfg.server_type,
+            "server_model": cfg.server_model,
+            "max_running": cfg.max_running,
+        }
+
+    def run(read_only: bool) -> dict:
+        cfg = IterationConfig.uniform(2, blocks_total=64)
+        w = RegionPartitionWorker(cfg, Block(0, 1, 0, 2), np.array([0, 2]), np.zeros(1))
+        return w.step(payload(read_only))
+
+    ro, rw = run(True), run(False)
+    assert len(K.run_arrivals.signatures) == compiled  # nothing compiled for read-only arrays
+    np.testing.assert_array_equal(ro["out"], rw["out"])
+    assert (ro["out"] >= 0).all()
+    assert ro["log"]["req"].size == 3  # all three finished by t_end
+    for k in ("req", "t_first_s", "t_finish_s"):
+        np.testing.assert_array_equal(ro["log"][k], rw["log"][k])
