@@ -95,7 +95,8 @@ def _calibration_cost(item: pytest.Item) -> float | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    costed = [(c, i) for i, c in enumerate(map(_calibration_cost, items)) if c is not None]
-    first = [items[i] for _, i in sorted(costed, key=lambda ci: (-ci[0], ci[1]))]
-    keep = {i for _, i in costed}
-    items[:] = first + [it for i, it in enumerate(items) if i not in keep]
+    def first_longest(item: pytest.Item) -> tuple[int, float]:
+        cost = _calibration_cost(item)
+        return (1, 0.0) if cost is None else (0, -cost)
+
+    items.sort(key=first_longest)  # stable: everything else keeps its collection order

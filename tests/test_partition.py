@@ -147,8 +147,7 @@ def test_a_worker_given_read_only_arrays_runs_the_compiled_kernel_it_has():
     warm_kernels()
     compiled = len(K.run_arrivals.signatures)
 
-    def payload(read_only: bool) -> dict:
-        cfg = IterationConfig.uniform(2, blocks_total=64)
+    def payload(cfg: IterationConfig, read_only: bool) -> dict:
         cost = stack_cost_tables([flat_cost_table(0.01, 0.05)])
         arrivals = dict(t_reg=np.array([0.0, 0.5, 1.0]), region=np.zeros(3, dtype=np.int64),
                         model=np.zeros(3, dtype=np.int64), ids=np.arange(3, dtype=np.int64),
@@ -169,7 +168,7 @@ def test_a_worker_given_read_only_arrays_runs_the_compiled_kernel_it_has():
     def run(read_only: bool) -> dict:
         cfg = IterationConfig.uniform(2, blocks_total=64)
         w = RegionPartitionWorker(cfg, Block(0, 1, 0, 2), np.array([0, 2]), np.zeros(1))
-        return w.step(payload(read_only))
+        return w.step(payload(cfg, read_only))
 
     ro, rw = run(True), run(False)
     assert len(K.run_arrivals.signatures) == compiled  # nothing compiled for read-only arrays
