@@ -1,0 +1,267 @@
+"""The states a state-aware router leaves, read from the iteration engine's per-request frame:
+what the fluid model's slot wait has to reproduce (``docs/fluid_iteration_gap.md``, "Least-loaded
+above the cap from the request frame").
+
+A server's state is ``k``, the requests dispatched to it and not yet finished (running plus
+queued; the cap on running requests is ``S``), rebuilt from each request's ``dispatch_s`` and
+``finish_s`` (``record_requests``), so no kernel instrumentation is needed. Per case it reports:
+
+* ``P(meets cap)``: the share of arrivals whose server holds ``k >= S``, and of those the share
+  that had a server with ``k < S`` in the same region ("room elsewhere");
+* the queue ahead of such an arrival (``k - S``), its mean TTFT by that queue, and the wait
+  given full read as ``E[TTFT | full] - E[TTFT | not full]``;
+* the time-average law ``pi(k)`` of a server's state, the completion rate ``mu(k)`` in state
+  ``k`` (completions per second spent there) and the router's preference ``theta(k)`` (arrivals
+  per second spent in state ``k``, over the mean arrival rate per server);
+* Little's law above the cap: ``W = E[(k - S)^+] / (lam P(meets cap))`` (time averages), which
+  must agree with the TTFT-based wait given full up to the base TTFT's own difference.
+
+Dropped requests are left out; one still running at the end holds its server to the end; the
+first ``SKIP_S`` seconds (a warm-up) are left out of every average. It also prints the fluid
+model's parts of the same TTFT beside the engine's (``model_parts``, ``engine_parts``).
+
+``python -m greenroute.bench.route_states --cases m17_8_85,ll8_85 --seeds 2`` (about 1 min per
+case and seed on one core).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from greenroute.bench.calibration_cases import ALL_CASES, CalibrationCase
+from greenroute.data.requests import CLASS_INTERACTIVE
+from greenroute.policies.registry import local_policy_factory, make_geo_policy
+from greenroute.sim.engine import SimConfig, Simulation
+from greenroute.sim.prepare import prepare
+
+CAP = 32  # running requests per server in the calibration scenarios (``IterationConfig``)
+SKIP_S = 1800.0  # warm-up left out of the averages (two epochs of 900 s)
+K_MAX = 256  # states above this are pooled into the last bin
+
+
+@dataclass
+class ServerStates:
+    """Per arrival: ``k_own`` (its server's state before it), ``k_min_other`` (the least state
+    of the other servers of its region; ``K_MAX`` with none), ``ttft_s``, ``interactive``; per
+    state ``k``
+    (servers pooled): ``time_s``, ``completions``, ``arrivals``; ``servers`` counted."""
+
+    k_own: np.ndarray
+    k_min_other: np.ndarray
+    ttft_s: np.ndarray
+    interactive: np.ndarray
+    time_s: np.ndarray
+    completions: np.ndarray
+    arrivals: np.ndarray
+    servers: int
+
+
+def _server_events(dispatch_s: np.ndarray, finish_s: np.ndarray):
+    """Event times of one server, sorted (a finish before a dispatch at the same instant), the
+    step (+1 dispatch, -1 finish), the state before each event and the dispatch's row (-1 for a
+    finish)."""
+    t = np.concatenate([dispatch_s, finish_s])
+    d = np.concatenate([np.ones(dispatch_s.size, np.int64), -np.ones(finish_s.size, np.int64)])
+    row = np.concatenate([np.arange(dispatch_s.size), -np.ones(finish_s.size, np.int64)])
+    order = np.lexsort((d, t))
+    t, d, row = t[order], d[order], row[order]
+    k_before = np.cumsum(d) - d
+    return t, d, row, k_before
+
+
+def server_states(frame: pd.DataFrame, skip_s: float = SKIP_S) -> ServerStates:
+    """Rebuild every server's state from ``frame`` (``RunResult.requests`` of an iteration run
+    with ``record_requests``): finished requests only, averages over ``t > skip_s``."""
+    done = frame[frame["drop_reason"] == "none"]
+    t_end = float(done["finish_s"].max())  # NaN-skipping: requests still running at the end
+    # have no finish and hold their server to the end
+    keep = done["dispatch_s"].to_numpy() >= skip_s
+    n = len(done)
+    k_own = np.zeros(n, np.int64)
+    k_min_other = np.full(n, K_MAX, np.int64)
+    time_s = np.zeros(K_MAX + 1)
+    completions = np.zeros(K_MAX + 1)
+    arrivals = np.zeros(K_MAX + 1)
+    region = done["region"].to_numpy()
+    server = done["server"].to_numpy()
+    dispatch = done["dispatch_s"].to_numpy(dtype=float)
+    finish = np.nan_to_num(done["finish_s"].to_numpy(dtype=float), nan=np.inf)
+    servers = 0
+    for reg in np.unique(region):
+        in_reg = np.flatnonzero(region == reg)
+        ids = np.unique(server[in_reg])
+        servers += ids.size
+        # each server's state after each of its events, to read at the region's arrivals
+        steps = {}
+        for s in ids:
+            rows = in_reg[server[in_reg] == s]
+            t, d, row, kb = _server_events(dispatch[rows], finish[rows])
+            steps[s] = (t, kb + d)
+            time_s[0] += max(min(t[0], t_end) - skip_s, 0.0)  # empty until its first request
+            arr = row >= 0
+            k_own[rows[row[arr]]] = kb[arr]
+            k_clip = np.minimum(kb, K_MAX)
+            late = (t >= skip_s) & (t <= t_end)
+            np.add.at(arrivals, k_clip[arr & late], 1.0)
+            np.add.at(completions, k_clip[~arr & late], 1.0)
+            # time in the state after each event until the next one (or the run's end)
+            t_next = np.append(t[1:], t_end)
+            dur = np.clip(t_next, skip_s, t_end) - np.clip(t, skip_s, t_end)
+            np.add.at(time_s, np.minimum(kb + d, K_MAX), np.maximum(dur, 0.0))
+        for s in ids:
+            rows = in_reg[server[in_reg] == s]
+            for o in ids:
+                if o == s:
+                    continue
+                t_o, k_after = steps[o]
+                idx = np.searchsorted(t_o, dispatch[rows], side="left") - 1
+                k_o = np.where(idx >= 0, k_after[np.maximum(idx, 0)], 0)
+                k_min_other[rows] = np.minimum(k_min_other[rows], k_o)
+    return ServerStates(
+        k_own=k_own[keep],
+        k_min_other=k_min_other[keep],
+        ttft_s=done["ttft_s"].to_numpy(dtype=float)[keep],
+        interactive=(done["cls"].to_numpy() == CLASS_INTERACTIVE)[keep],
+        time_s=time_s,
+        completions=completions,
+        arrivals=arrivals,
+        servers=servers,
+    )
+
+
+def summarise(st: ServerStates, cap: int = CAP) -> dict:
+    """The figures of the module docstring from ``st``."""
+    full = st.k_own >= cap
+    lam = st.arrivals.sum() / st.time_s.sum()  # arrivals per server-second
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mu = np.where(st.time_s > 0, st.completions / st.time_s, np.nan)
+        theta = np.where(st.time_s > 0, st.arrivals / st.time_s / lam, np.nan)
+    pi = st.time_s / st.time_s.sum()
+    k = np.arange(pi.size)
+    queue_avg = float(np.dot(pi, np.maximum(k - cap, 0)))
+    p_cap = float(full.mean())
+    q = st.k_own[full] - cap
+    ttft_by_q = [float(np.nanmean(st.ttft_s[full][q == j])) if np.any(q == j) else np.nan
+                 for j in range(4)]  # fmt: skip
+    return {
+        "lam_per_server": float(lam),
+        "p_meets_cap": p_cap,
+        "room_elsewhere": float(np.mean(st.k_min_other[full] < cap)) if full.any() else np.nan,
+        "queue_ahead_mean": float(q.mean()) if q.size else np.nan,
+        "ttft_mean_s": float(np.nanmean(st.ttft_s)),
+        "ttft_full_s": float(np.nanmean(st.ttft_s[full])) if full.any() else np.nan,
+        "ttft_not_full_s": float(np.nanmean(st.ttft_s[~full])),
+        "ttft_by_queue_s": ttft_by_q,
+        "wait_full_little_s": queue_avg / (lam * p_cap) if p_cap > 0 else np.nan,
+        "k_mean": float(np.dot(pi, k)),
+        "pi": pi,
+        "mu": mu,
+        "theta": theta,
+    }
+
+
+def case_states(case: CalibrationCase, seed: int) -> ServerStates:
+    """Run ``case``'s iteration engine for ``seed`` with the request frame and rebuild its
+    states."""
+    sc = case.scenario().with_options(fidelity="request", server_model="iteration")
+    cfg = SimConfig(seed=seed, record_requests=True)
+    sim = Simulation(prepare(sc, seed, None), make_geo_policy("local-only"),
+                     local_policy_factory(case.local), cfg)  # fmt: skip
+    return server_states(sim.run().requests)
+
+
+def model_parts(case: CalibrationCase, seed: int) -> dict:
+    """The fluid model's parts of interactive TTFT for ``case`` and ``seed``, arrival-weighted
+    over epochs and groups (``FluidBackend.comp``): ``P(wait)``, the wait given waiting, the
+    fixed part ``pre`` (residual iteration + prompts ahead + own prefill iteration) and the mean
+    TTFT, which is ``pre + P(wait) x wait`` without minute noise."""
+    sc = case.scenario().with_options(fidelity="fluid", server_model="iteration")
+    sim = Simulation(prepare(sc, seed, None), make_geo_policy("local-only"),
+                     local_policy_factory(case.local), SimConfig(seed=seed))  # fmt: skip
+    ttft = sim.run().metrics["ttft_mean_s"]
+    comp = sim._stepper.fluid.comp  # the per-epoch TTFT components the summary reads
+    w = np.concatenate(comp["w"])
+    pw = np.concatenate(comp["pw"])
+    cond = np.concatenate(comp["cond"])
+    pre = np.concatenate(comp["pre"])
+    p_wait = float(np.dot(w, pw) / w.sum())
+    return {
+        "p_wait": p_wait,
+        "wait_given_s": float(np.dot(w, pw * cond) / w.sum() / p_wait) if p_wait > 0 else 0.0,
+        "pre_s": float(np.dot(w, pre) / w.sum()),
+        "ttft_mean_s": float(ttft),
+    }
+
+
+def engine_parts(st: ServerStates, interactive: np.ndarray, cap: int = CAP) -> dict:
+    """The engine's counterparts of ``model_parts`` from ``st`` (``interactive`` marks the
+    interactive arrivals): ``P(meets cap)`` and the mean TTFT of interactive arrivals, the
+    wait given full by Little (all arrivals: they share the queue), the TTFT of interactive
+    arrivals that found a free slot (the fixed part as the model means it) and, for those that
+    waited, their TTFT less the wait (what follows admission)."""
+    full = st.k_own >= cap
+    r = summarise(st, cap)
+    wait = r["wait_full_little_s"]
+    i = interactive
+    return {
+        "p_wait": float(full[i].mean()),
+        "wait_given_s": wait,
+        "pre_s": float(np.nanmean(st.ttft_s[i & ~full])),
+        "after_wait_s": float(np.nanmean(st.ttft_s[i & full]) - wait),
+        "ttft_mean_s": float(np.nanmean(st.ttft_s[i])),
+    }
+
+
+def pooled(states: list[ServerStates]) -> ServerStates:
+    """Seeds pooled into one ``ServerStates``."""
+    cat = {f: np.concatenate([getattr(s, f) for s in states])
+           for f in ("k_own", "k_min_other", "ttft_s", "interactive")}  # fmt: skip
+    add = {f: sum(getattr(s, f) for s in states) for f in ("time_s", "completions", "arrivals")}
+    return ServerStates(**cat, **add, servers=states[0].servers)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", required=True, help="comma-separated calibration case names")
+    parser.add_argument("--seeds", type=int, default=1, help="seeds per case (0 .. n-1)")
+    args = parser.parse_args()
+    by_name = {c.name: c for c in ALL_CASES}
+    names = [n for n in args.cases.split(",") if n]
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        parser.error(f"unknown case(s) {unknown}; valid: {', '.join(by_name)}")
+    lo, hi = CAP - 4, CAP + 5
+    for name in names:
+        st = pooled([case_states(by_name[name], s) for s in range(args.seeds)])
+        r = summarise(st)
+        eng = engine_parts(st, st.interactive)
+        mods = [model_parts(by_name[name], s) for s in range(args.seeds)]
+        mod = {k: float(np.mean([m[k] for m in mods])) for k in mods[0]}
+        print(f"{name}: lam/server {r['lam_per_server']:.3f}/s, mean k {r['k_mean']:.2f}, "
+              f"P(meets cap) {r['p_meets_cap']:.4f} (room elsewhere {r['room_elsewhere']:.3f}), "
+              f"queue ahead {r['queue_ahead_mean']:.3f}")  # fmt: skip
+        print(
+            f"  TTFT mean {r['ttft_mean_s']:.4f} s, full {r['ttft_full_s']:.4f}, not full "
+            f"{r['ttft_not_full_s']:.4f}; by queue ahead 0-3 "
+            + " / ".join(f"{v:.3f}" for v in r["ttft_by_queue_s"])
+            + f"; wait given full by Little {r['wait_full_little_s']:.3f} s"
+        )
+        print("  k     " + " ".join(f"{k:6d}" for k in range(lo, hi)))
+        for key in ("pi", "mu", "theta"):
+            print(f"  {key:<6}" + " ".join(f"{r[key][k]:6.3f}" for k in range(lo, hi)))
+        print(
+            "  interactive TTFT parts, engine / fluid model: "
+            + ", ".join(
+                f"{k} {eng[k]:.4f} / {mod[k]:.4f}"
+                for k in ("p_wait", "wait_given_s", "pre_s", "ttft_mean_s")
+            )
+            + f"; engine after the wait {eng['after_wait_s']:.4f} s"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""``bench.route_states``: server states rebuilt from a hand-built request frame (every figure
+computed on paper in the comments)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from greenroute.bench.route_states import K_MAX, engine_parts, server_states, summarise
+from greenroute.data.requests import CLASS_DEFERRABLE, CLASS_INTERACTIVE
+
+
+def _frame() -> pd.DataFrame:
+    # region 0: servers 0 and 1; region 1: server 2 (H, the one deferrable request). F still
+    # runs at the end (no finish), G was dropped (ignored). The run ends at the last finish, 6.
+    rows = [  # name, region, server, dispatch, finish, ttft, drop reason
+        ("A", 0, 0, 0.0, 4.0, 0.1, "none"),
+        ("B", 0, 0, 1.0, 3.0, 0.2, "none"),
+        ("C", 0, 0, 2.0, 5.0, 0.3, "none"),
+        ("D", 0, 1, 0.5, 2.5, 0.4, "none"),
+        ("E", 0, 1, 3.5, 6.0, 0.5, "none"),
+        ("F", 0, 1, 5.5, np.nan, 0.6, "none"),
+        ("G", 0, 1, 1.5, np.nan, np.nan, "kv_overflow"),
+        ("H", 1, 2, 1.0, 2.0, 0.7, "none"),
+    ]
+    cols = ["name", "region", "server", "dispatch_s", "finish_s", "ttft_s", "drop_reason"]
+    frame = pd.DataFrame(rows, columns=cols)
+    frame["cls"] = np.where(frame["name"] == "H", CLASS_DEFERRABLE, CLASS_INTERACTIVE)
+    return frame
+
+
+def test_states_are_rebuilt_from_dispatch_and_finish():
+    st = server_states(_frame(), skip_s=0.0)
+    # own state before each arrival (A..F, H): server 0 holds A, then A+B; E arrives to an empty
+    # server 1 (D left at 2.5); F meets E
+    assert st.k_own.tolist() == [0, 1, 2, 0, 0, 1, 0]
+    # least state of the region's other servers: A meets server 1 empty, B and C meet D, D meets
+    # A, E meets A+C (B left at 3), F meets nothing (C left at 5); H's region has no other
+    assert st.k_min_other.tolist() == [0, 1, 1, 1, 2, 0, K_MAX]
+    # server 0: k 1/2/3/2/1/0 over [0,1) [1,2) [2,3) [3,4) [4,5) [5,6]; server 1: 0 [0,0.5),
+    # 1 [0.5,2.5), 0 [2.5,3.5), 1 [3.5,5.5), 2 [5.5,6]; server 2: 0 [0,1), 1 [1,2), 0 [2,6]
+    assert st.time_s[:5].tolist() == pytest.approx([1 + 1.5 + 5, 2 + 4 + 1, 2 + 0.5, 1, 0])
+    assert st.time_s.sum() == pytest.approx(18.0)  # three servers x 6 s
+    # completions by the state before them: B at 3, A at 2, C at 1; D at 1, E at 2; H at 1
+    assert st.completions[:4].tolist() == [0, 3, 2, 1]
+    assert st.arrivals[:4].tolist() == [4, 2, 1, 0]  # A D E H at 0; B F at 1; C at 2
+    assert st.servers == 3
+
+
+def test_summary_little_and_rates():
+    r = summarise(server_states(_frame(), skip_s=0.0), cap=2)
+    lam = 7 / 18  # arrivals per server-second
+    assert r["lam_per_server"] == pytest.approx(lam)
+    assert r["p_meets_cap"] == pytest.approx(1 / 7)  # only C meets two running
+    assert r["room_elsewhere"] == 1.0  # server 1 held D only
+    assert r["queue_ahead_mean"] == 0.0
+    # C waited in state 3 from 2 to 3: E[(k - 2)^+] = 1 / 18, W = (1/18) / (lam / 7) = 1 s
+    assert r["wait_full_little_s"] == pytest.approx(1.0)
+    assert r["ttft_full_s"] == pytest.approx(0.3)
+    assert r["ttft_not_full_s"] == pytest.approx(np.mean([0.1, 0.2, 0.4, 0.5, 0.6, 0.7]))
+    assert r["ttft_by_queue_s"][0] == pytest.approx(0.3)
+    assert r["mu"][2] == pytest.approx(2 / 2.5)
+    assert r["theta"][1] == pytest.approx((2 / 7) / lam)
+    assert r["pi"].sum() == pytest.approx(1.0)
+    assert r["k_mean"] == pytest.approx((7 * 1 + 2.5 * 2 + 1 * 3) / 18)
+
+
+def test_warm_up_is_left_out():
+    st = server_states(_frame(), skip_s=2.2)
+    # arrivals after 2.2: E, F (H, A-D before); time from 2.2 to 6 on each of three servers
+    assert st.k_own.tolist() == [0, 1]
+    assert st.time_s.sum() == pytest.approx(3 * 3.8)
+    assert st.completions.sum() == 5  # B 3, A 4, C 5, D 2.5, E 6 (H at 2 is before)
+
+
+def test_engine_parts_read_interactive_arrivals():
+    st = server_states(_frame(), skip_s=0.0)
+    assert st.interactive.tolist() == [True] * 6 + [False]
+    e = engine_parts(st, st.interactive, cap=2)
+    assert e["p_wait"] == pytest.approx(1 / 6)  # C of A-F
+    assert e["wait_given_s"] == pytest.approx(1.0)  # Little over all arrivals
+    assert e["pre_s"] == pytest.approx(np.mean([0.1, 0.2, 0.4, 0.5, 0.6]))  # H left out
+    assert e["after_wait_s"] == pytest.approx(0.3 - 1.0)
+    assert e["ttft_mean_s"] == pytest.approx(0.35)
