@@ -81,3 +81,15 @@ def test_engine_parts_read_interactive_arrivals():
     assert e["pre_s"] == pytest.approx(np.mean([0.1, 0.2, 0.4, 0.5, 0.6]))  # H left out
     assert e["after_wait_s"] == pytest.approx(0.3 - 1.0)
     assert e["ttft_mean_s"] == pytest.approx(0.35)
+
+
+def test_model_parts_add_up_to_the_fluid_ttft():
+    # a quarter day of the calibration region at 60 %, no minute noise: no epoch saturates, so
+    # the mean TTFT is the fixed part plus P(wait) x the wait given waiting, exactly
+    from greenroute.bench.calibration_cases import CalibrationCase
+    from greenroute.bench.route_states import model_parts
+
+    m = model_parts(CalibrationCase("t", "least-loaded", 0.6), seed=0)
+    assert m["other_s"] == pytest.approx(0.0, abs=1e-12)
+    assert 0.0 < m["p_wait"] < 0.05  # 60 %: the cap is seldom met
+    assert m["pre_s"] > 0.1  # a prefill iteration of ~1,150 tokens plus the residual

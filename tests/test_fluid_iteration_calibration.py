@@ -85,7 +85,7 @@ DEMO_XFAIL = {
     "overstates the spread over 2 servers for heavy-tailed mixes (fitted A 1.0-1.2 against amp "
     "1.5, bench/route_spread.py), which matters most near the cap. The request-frame probe "
     "(bench/route_states.py, 2 seeds): P(meets the cap) 0.263 against 0.241, the wait given "
-    "full 0.77 against 0.89 s, waiting arrivals charged the residual twice (+3.6 %) "
+    "full 0.77 against 0.89 s, waiting arrivals charged the residual twice (+3.8 %) "
     "(docs/fluid_iteration_gap.md, 'Least-loaded above the cap from the request frame')",
     "d_ll85n": "demo mix, least-loaded, 85 % with minute noise: TTFT +8.7 +- 1.5 % on its 64 "
     "seeds since the look-back backlog (2026-11-27, fourth session; -5.2 % before, +1.3 % "
@@ -105,12 +105,12 @@ MIX_XFAIL = {
     "-1.0 %; +15.9 % before the count law). As d_ll85: the pooled part of the law overstates "
     "the spread over 2 servers for heavy-tailed mixes: request-frame probe (2 seeds) P(meets "
     "the cap) 0.281 against 0.253, net of a wait given full 11 % short and the residual "
-    "charged twice to waiting arrivals (+4.7 %)",
+    "charged twice to waiting arrivals (+4.9 %)",
     "m17_8_85": "the demo's class mix over 8 servers at 85 %: TTFT -11.1 +- 0.4 % (-37.5 % "
     "before the count law; 4 servers at 75 %: -1.0 %). Request-frame probe (2 seeds): P(meets "
     "the cap) 0.315 against 0.329, the wait given full 33 % short (0.355 against 0.533 s: "
     "least-loaded picks by work, so an arrival queues on its own full server while 99.8 % of "
-    "them had a free slot elsewhere), the residual charged twice to waiting arrivals (+5.4 %); "
+    "them had a free slot elsewhere), the residual charged twice to waiting arrivals (+5.6 %); "
     "docs/fluid_iteration_gap.md, 'Least-loaded above the cap from the request frame')",
 }
 

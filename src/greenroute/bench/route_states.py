@@ -176,24 +176,29 @@ def case_states(case: CalibrationCase, seed: int) -> ServerStates:
 
 def model_parts(case: CalibrationCase, seed: int) -> dict:
     """The fluid model's parts of interactive TTFT for ``case`` and ``seed``, arrival-weighted
-    over epochs and groups (``FluidBackend.comp``): ``P(wait)``, the wait given waiting, the
-    fixed part ``pre`` (residual iteration + prompts ahead + own prefill iteration) and the mean
-    TTFT, which is ``pre + P(wait) x wait`` without minute noise."""
+    over epochs and groups (``FluidBackend.comp``, what ``ttft_summary`` reads): ``P(wait)``,
+    the wait given waiting, the fixed part ``pre`` (round-trip network + residual iteration +
+    prompts ahead + own prefill iteration, as the engine's TTFT of an arrival that finds a
+    free slot counts it), the mean TTFT and ``other_s``, what the epoch-level backlog adds
+    (mean TTFT less ``pre + P(wait) x wait``; 0 while no epoch saturates)."""
     sc = case.scenario().with_options(fidelity="fluid", server_model="iteration")
     sim = Simulation(prepare(sc, seed, None), make_geo_policy("local-only"),
                      local_policy_factory(case.local), SimConfig(seed=seed))  # fmt: skip
-    ttft = sim.run().metrics["ttft_mean_s"]
+    ttft = float(sim.run().metrics["ttft_mean_s"])
     comp = sim._stepper.fluid.comp  # the per-epoch TTFT components the summary reads
     w = np.concatenate(comp["w"])
     pw = np.concatenate(comp["pw"])
     cond = np.concatenate(comp["cond"])
-    pre = np.concatenate(comp["pre"])
+    pre = np.concatenate(comp["net2"]) + np.concatenate(comp["pre"])
     p_wait = float(np.dot(w, pw) / w.sum())
+    wait = float(np.dot(w, pw * cond) / w.sum() / p_wait) if p_wait > 0 else 0.0
+    fixed = float(np.dot(w, pre) / w.sum())
     return {
         "p_wait": p_wait,
-        "wait_given_s": float(np.dot(w, pw * cond) / w.sum() / p_wait) if p_wait > 0 else 0.0,
-        "pre_s": float(np.dot(w, pre) / w.sum()),
-        "ttft_mean_s": float(ttft),
+        "wait_given_s": wait,
+        "pre_s": fixed,
+        "ttft_mean_s": ttft,
+        "other_s": ttft - fixed - p_wait * wait,
     }
 
 
