@@ -75,7 +75,8 @@ def _server_events(dispatch_s: np.ndarray, finish_s: np.ndarray):
 
 def server_states(frame: pd.DataFrame, skip_s: float = SKIP_S) -> ServerStates:
     """Rebuild every server's state from ``frame`` (``RunResult.requests`` of an iteration run
-    with ``record_requests``): finished requests only, averages over ``t > skip_s``."""
+    with ``record_requests``): dropped requests left out, averages over ``skip_s <= t <=`` the
+    last finish. Only servers that received a request are counted."""
     done = frame[frame["drop_reason"] == "none"]
     t_end = float(done["finish_s"].max())  # NaN-skipping: requests still running at the end
     # have no finish and hold their server to the end
