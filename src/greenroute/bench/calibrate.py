@@ -119,15 +119,27 @@ def _demo_work() -> tuple[float, int]:
     return _work_per_request_s(get_scenario("demo"), share)
 
 
+def local_simulation(
+    sc: Scenario,
+    fidelity: str,
+    server_model: str,
+    local: str,
+    seed: int,
+    record_requests: bool = False,
+) -> Simulation:
+    """The calibration runs' simulation: ``sc`` at ``fidelity`` and ``server_model``, the
+    local-only geo policy, ``local`` as every region's balancer, seed ``seed`` (the request
+    frame kept with ``record_requests``)."""
+    prep = prepare(sc.with_options(fidelity=fidelity, server_model=server_model), seed, None)
+    cfg = SimConfig(seed=seed, record_requests=record_requests)
+    return Simulation(prep, make_geo_policy("local-only"), local_policy_factory(local), cfg)
+
+
 def local_run_metrics(
     sc: Scenario, fidelity: str, server_model: str, local: str, seed: int
 ) -> dict[str, float]:
-    """One run's metrics: ``sc`` at ``fidelity`` and ``server_model``, the local-only geo
-    policy, ``local`` as every region's balancer, seed ``seed`` (the calibration runs)."""
-    prep = prepare(sc.with_options(fidelity=fidelity, server_model=server_model), seed, None)
-    sim = Simulation(prep, make_geo_policy("local-only"), local_policy_factory(local),
-                     SimConfig(seed=seed))  # fmt: skip
-    return sim.run().metrics
+    """One run's metrics of ``local_simulation`` (the calibration runs)."""
+    return local_simulation(sc, fidelity, server_model, local, seed).run().metrics
 
 
 def iteration_grid(days: float = 0.5, seeds: tuple[int, ...] = (0, 1)) -> pd.DataFrame:

@@ -32,11 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from greenroute.bench.calibrate import local_simulation
 from greenroute.bench.calibration_cases import ALL_CASES, CalibrationCase
 from greenroute.data.requests import CLASS_INTERACTIVE
-from greenroute.policies.registry import local_policy_factory, make_geo_policy
-from greenroute.sim.engine import SimConfig, Simulation
-from greenroute.sim.prepare import prepare
 
 CAP = 32  # running requests per server in the calibration scenarios (``IterationConfig``)
 SKIP_S = 1800.0  # warm-up left out of the averages (two epochs of 900 s)
@@ -101,7 +99,7 @@ def server_states(frame: pd.DataFrame, skip_s: float = SKIP_S) -> ServerStates:
         for s in ids:
             rows = in_reg[server[in_reg] == s]
             t, d, row, kb = _server_events(dispatch[rows], finish[rows])
-            steps[s] = (t, kb + d)
+            steps[s] = (rows, t, kb + d)
             time_s[0] += max(min(t[0], t_end) - skip_s, 0.0)  # empty until its first request
             arr = row >= 0
             k_own[rows[row[arr]]] = kb[arr]
@@ -114,11 +112,11 @@ def server_states(frame: pd.DataFrame, skip_s: float = SKIP_S) -> ServerStates:
             dur = np.clip(t_next, skip_s, t_end) - np.clip(t, skip_s, t_end)
             np.add.at(time_s, np.minimum(kb + d, K_MAX), np.maximum(dur, 0.0))
         for s in ids:
-            rows = in_reg[server[in_reg] == s]
+            rows = steps[s][0]
             for o in ids:
                 if o == s:
                     continue
-                t_o, k_after = steps[o]
+                _, t_o, k_after = steps[o]
                 idx = np.searchsorted(t_o, dispatch[rows], side="left") - 1
                 k_o = np.where(idx >= 0, k_after[np.maximum(idx, 0)], 0)
                 k_min_other[rows] = np.minimum(k_min_other[rows], k_o)
@@ -168,10 +166,8 @@ def summarise(st: ServerStates, cap: int = CAP) -> dict:
 def case_states(case: CalibrationCase, seed: int) -> ServerStates:
     """Run ``case``'s iteration engine for ``seed`` with the request frame and rebuild its
     states."""
-    sc = case.scenario().with_options(fidelity="request", server_model="iteration")
-    cfg = SimConfig(seed=seed, record_requests=True)
-    sim = Simulation(prepare(sc, seed, None), make_geo_policy("local-only"),
-                     local_policy_factory(case.local), cfg)  # fmt: skip
+    sim = local_simulation(case.scenario(), "request", "iteration", case.local, seed,
+                           record_requests=True)  # fmt: skip
     return server_states(sim.run().requests)
 
 
@@ -182,9 +178,7 @@ def model_parts(case: CalibrationCase, seed: int) -> dict:
     prompts ahead + own prefill iteration, as the engine's TTFT of an arrival that finds a
     free slot counts it), the mean TTFT and ``other_s``, what the epoch-level backlog adds
     (mean TTFT less ``pre + P(wait) x wait``; 0 while no epoch saturates)."""
-    sc = case.scenario().with_options(fidelity="fluid", server_model="iteration")
-    sim = Simulation(prepare(sc, seed, None), make_geo_policy("local-only"),
-                     local_policy_factory(case.local), SimConfig(seed=seed))  # fmt: skip
+    sim = local_simulation(case.scenario(), "fluid", "iteration", case.local, seed)
     ttft = float(sim.run().metrics["ttft_mean_s"])
     comp = sim._stepper.fluid.comp  # the per-epoch TTFT components the summary reads
     w = np.concatenate(comp["w"])
