@@ -93,3 +93,19 @@ def test_model_parts_add_up_to_the_fluid_ttft():
     assert m["other_s"] == pytest.approx(0.0, abs=1e-12)
     assert 0.0 < m["p_wait"] < 0.05  # 60 %: the cap is seldom met
     assert m["pre_s"] > 0.1  # a prefill iteration of ~1,150 tokens plus the residual
+
+
+def test_a_request_still_on_the_network_is_no_server():
+    """A request dispatched within its network latency of the run's end never reaches a server
+    (``server`` -1, no drop reason, no finish): it must not count as a fourth, empty server
+    (it did until 2026-11-28: 5.5 h of state 0 and every arrival of its region meeting "room
+    elsewhere")."""
+    frame = _frame()
+    late = frame.iloc[[0]].assign(name="I", server=-1, dispatch_s=5.9, finish_s=np.nan,
+                                  ttft_s=np.nan)  # fmt: skip
+    with_late = pd.concat([frame, late], ignore_index=True)
+    a, b = server_states(_frame(), skip_s=0.0), server_states(with_late, skip_s=0.0)
+    assert b.servers == 3
+    assert b.time_s.tolist() == a.time_s.tolist()
+    assert b.k_min_other.tolist() == a.k_min_other.tolist()
+    assert b.k_own.tolist() == a.k_own.tolist()

@@ -71,11 +71,19 @@ def _server_events(dispatch_s: np.ndarray, finish_s: np.ndarray):
     return t, d, row, k_before
 
 
+def on_servers(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``frame`` that reached a server: dropped requests left out, and so are those
+    still on the network at the run's end (dispatched less than their network latency before
+    it, so never queued: ``server`` -1, no drop reason)."""
+    return frame[(frame["drop_reason"] == "none") & (frame["server"] >= 0)]
+
+
 def server_states(frame: pd.DataFrame, skip_s: float = SKIP_S) -> ServerStates:
     """Rebuild every server's state from ``frame`` (``RunResult.requests`` of an iteration run
-    with ``record_requests``): dropped requests left out, averages over ``skip_s <= t <=`` the
-    last finish. Only servers that received a request are counted."""
-    done = frame[frame["drop_reason"] == "none"]
+    with ``record_requests``): only requests that reached a server (``on_servers``), averages
+    over ``skip_s <= t <=`` the last finish. Only servers that received a request are
+    counted."""
+    done = on_servers(frame)
     t_end = float(done["finish_s"].max())  # NaN-skipping: requests still running at the end
     # have no finish and hold their server to the end
     keep = done["dispatch_s"].to_numpy() >= skip_s
