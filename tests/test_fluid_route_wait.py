@@ -23,19 +23,22 @@ def test_remaining_work_cv_exponential_and_fixed_outputs():
 
 
 def test_route_peakedness_by_hand():
+    # the composition share over N servers: 0.906 (1 - 0.512 / N^2); 2 servers 0.906 x 0.872
+    assert RW.composition_share(2) == pytest.approx(0.790032, rel=1e-12)
+    assert RW.composition_share(8) == pytest.approx(0.906 * 0.992, rel=1e-12)
+    assert (RW.COMPOSITION_SHARE, RW.PAIR_NARROWING) == (0.906, 0.512)
     # least-loaded, two servers, remaining-work CV 1 (exponential outputs: SCV 1), no stall:
-    # z = 1/2 + (1/2) 0.9 x 1 x (1 + 1) / 2 = 0.95
+    # z = 1/2 + (1/2) 0.790032 x 1 x (1 + 1) / 2 = 0.895016
     z = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 2, 1.0, 1.0, 0.0)
-    assert z == pytest.approx(0.5 + 0.5 * RW.COMPOSITION_SHARE, rel=1e-12)
-    assert RW.COMPOSITION_SHARE == 0.9
-    # the prefill stall multiplies the pooled part only: (1.25^2) / 2 + 0.45
+    assert z == pytest.approx(0.895016, rel=1e-12)
+    # the prefill stall multiplies the pooled part only: (1.25^2) / 2 + 0.395016
     z_st = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 2, 1.0, 1.0, 0.25)
-    assert z_st == pytest.approx(1.5625 / 2.0 + 0.45, rel=1e-12)
+    assert z_st == pytest.approx(1.5625 / 2.0 + 0.395016, rel=1e-12)
     # eight servers, CV 0.81, SCV 0.6 (the calibration's interactive class): 1.5 / 8 + (7/8)
-    # 0.9 x 0.6561 x 0.8 = 0.1875 + 0.41334 = 0.60084 (the engine's count spread: 0.596)
+    # 0.898752 x 0.6561 x 0.8 = 0.1875 + 0.412770 = 0.600270 (the engine's count spread: 0.599)
     z8 = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 8, 0.81, 0.6, math.sqrt(1.5) - 1.0)
-    assert z8 == pytest.approx(1.5 / 8 + 7 / 8 * 0.9 * 0.81**2 * 0.8, rel=1e-12)
-    assert z8 == pytest.approx(0.60084, abs=1e-5)
+    assert z8 == pytest.approx(1.5 / 8 + 7 / 8 * 0.898752 * 0.81**2 * 0.8, rel=1e-12)
+    assert z8 == pytest.approx(0.600270, abs=1e-6)
 
 
 def test_route_peakedness_limits():
@@ -47,7 +50,7 @@ def test_route_peakedness_limits():
     assert RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 1, 0.8, 0.6, 0.2) == pytest.approx(1.44)
     # many servers: the composition alone; a score that pins the count (CV 0) pools the queue
     z_many = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 10_000, 1.5, 2.0, 0.2)
-    assert z_many == pytest.approx(0.9 * 2.25 * 1.5, rel=1e-3)
+    assert z_many == pytest.approx(0.906 * 2.25 * 1.5, rel=1e-3)
     assert RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 4, 0.0, 0.6, 0.2) == pytest.approx(0.36)
     # heavier-tailed work spreads the count wider, and more servers spread it further then
     z2 = RW.route_peakedness(RW.ROUTE_LEAST_LOADED, 2, 1.7, 1.4, 0.0)

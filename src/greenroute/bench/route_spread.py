@@ -1,18 +1,22 @@
 """The running count's spread behind least-loaded routing, measured on the iteration engine: the
-source of ``fluid_route_wait.COMPOSITION_SHARE`` (``docs/fluid_iteration_gap.md``, "The count
-law of least-loaded").
+source of ``fluid_route_wait.COMPOSITION_SHARE`` and ``fluid_route_wait.PAIR_NARROWING``
+(``docs/fluid_iteration_gap.md``, "The count law over N servers").
 
 For each class mix (deferrable share of the single calibration region's arrivals) the engine
-runs at ``util`` of the mix's sustainable rate over 2 and 8 servers under least-loaded, and over
-2 servers under random routing. The time-average spread of a server's running count (variance /
-mean, from the engine's running request-seconds and their square) is read per case; the law
-``z = A / N + B (1 - 1 / N)`` is solved for ``A`` and ``B`` from the two server counts, and ``B``
-is compared with the remaining work's composition ``c^2 (1 + SCV(O)) / 2`` (``c`` the CV of the
-remaining output of a running request, ``SCV(O)`` the output length's). Their ratio is the
-constant. At 60 % the cap truncates nothing worth counting (P(full) < 3 %).
+runs at ``util`` of the mix's sustainable rate over 2, 4 and 8 servers under least-loaded, and
+over 2 servers under random routing. From the per-request frame (``bench/route_states.py``) it
+reads the time-average spread (variance / mean) of one server's count ``z`` (servers pooled) and
+of the region's total count ``A``; the law ``z = A / N + B_N (1 - 1 / N)`` then gives the
+per-server part ``B_N`` directly at each ``N`` (the law's two parts are the total's share and
+each server's deviation from ``1 / N`` of it, uncorrelated by symmetry). ``B_N`` is compared
+with the remaining work's composition ``comp = c^2 (1 + SCV(O)) / 2`` (``c`` the CV of the
+remaining output of a running request, ``SCV(O)`` the output length's) and
+``B_N / comp = K (1 - c / N^2)`` is fitted by least squares over every mix and ``N``: ``K`` is
+``COMPOSITION_SHARE``, ``c`` is ``PAIR_NARROWING``. At 60 % the cap truncates nothing worth
+counting (P(full) < 3 %), so the count of dispatched requests is the running one.
 
-``python -m greenroute.bench.route_spread [--util 0.6] [--seeds 2] [--shares 0,0.05,...]``
-(about 1 min per share on one core).
+``python -m greenroute.bench.route_spread [--util 0.6] [--seeds 2] [--shares 0,0.05,...]
+[--servers 2,4,8]`` (about 2 min per share on one core).
 """
 
 from __future__ import annotations
@@ -20,42 +24,74 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+import pandas as pd
 
-from greenroute.bench.calibration_cases import DAYS, CalibrationCase
-from greenroute.policies.registry import local_policy_factory, make_geo_policy
-from greenroute.sim.engine import SimConfig, Simulation
+from greenroute.bench.calibrate import local_simulation
+from greenroute.bench.calibration_cases import CalibrationCase
+from greenroute.bench.route_states import SKIP_S, on_servers, server_states
 from greenroute.sim.fluid_route_wait import remaining_work_cv
-from greenroute.sim.prepare import prepare
 
 SHARES = (0.0, 0.05, 0.1, 0.1667, 0.25, 0.4, 0.7, 1.0)
+SERVERS = (2, 4, 8)
+
+
+def total_count_moments(frame: pd.DataFrame, skip_s: float = SKIP_S) -> tuple[float, float]:
+    """Time-average mean and variance of the region's total count (requests dispatched and not
+    finished, every server of ``frame``'s single region) over ``skip_s <= t <=`` the last finish
+    over the requests that reached a server (``route_states.on_servers``)."""
+    done = on_servers(frame)
+    t_end = float(done["finish_s"].max())
+    dispatch = done["dispatch_s"].to_numpy(dtype=float)
+    finish = np.nan_to_num(done["finish_s"].to_numpy(dtype=float), nan=np.inf)
+    t = np.concatenate([dispatch, finish])
+    step = np.concatenate([np.ones(dispatch.size), -np.ones(finish.size)])
+    order = np.lexsort((step, t))  # a finish before a dispatch at the same instant
+    t, step = t[order], step[order]
+    k_after = np.cumsum(step)
+    dur = np.clip(np.append(t[1:], t_end), skip_s, t_end) - np.clip(t, skip_s, t_end)
+    mean = float(np.dot(dur, k_after) / dur.sum())
+    return mean, float(np.dot(dur, k_after * k_after) / dur.sum()) - mean * mean
 
 
 def count_spread(share: float, servers: int, local: str, util: float, seeds: int) -> dict:
-    """Time-average variance / mean of a server's running count (servers and seeds pooled) and
-    the mix's remaining-work moments."""
-    sc = CalibrationCase("spread", local, util, servers=servers, deferrable_share=share).scenario()
-    t_s = DAYS * 86400.0  # whole epochs of 900 s
-    m1 = m2 = 0.0
-    n_srv = 0
+    """Spread of one server's count ``z`` and of the region's total ``a_total`` (variance /
+    mean, seeds pooled by their moments) and the mix's remaining-work moments."""
+    case = CalibrationCase("spread", local, util, servers=servers, deferrable_share=share)
+    sc = case.scenario()
+    m1 = m2 = t1 = t2 = 0.0
     for seed in range(seeds):
-        prep = prepare(sc.with_options(fidelity="request", server_model="iteration"), seed, None)
-        sim = Simulation(prep, make_geo_policy("local-only"), local_policy_factory(local),
-                         SimConfig(seed=seed))  # fmt: skip
-        srv = sim.run().extras["servers"]
-        m1 += float(srv["running_request_s"].sum()) / t_s
-        m2 += float(srv["running_request2_s"].sum()) / t_s
-        n_srv += len(srv)
-    mean = m1 / n_srv
-    var = m2 / n_srv - mean * mean  # each server's own spread, pooled (equal means)
-    out = prep.service.samples[1]
+        sim = local_simulation(sc, "request", "iteration", local, seed, record_requests=True)
+        frame = sim.run().requests
+        st = server_states(frame)
+        pi = st.time_s / st.time_s.sum()
+        k = np.arange(pi.size, dtype=float)
+        m1 += float(pi @ k) / seeds
+        m2 += float(pi @ (k * k)) / seeds
+        mean, var = total_count_moments(frame)
+        t1 += mean / seeds
+        t2 += (var + mean * mean) / seeds
+    out = sim.prep.service.samples[1]
     lam = np.array([1.0 - share, share])
-    e = [sum(lam[c] * np.mean(out[c].astype(float) ** k) for c in range(2)) for k in (1, 2, 3)]
+    e = [sum(lam[c] * np.mean(out[c].astype(float) ** j) for c in range(2)) for j in (1, 2, 3)]
     return {
-        "mean": mean,
-        "z": var / mean,
+        "mean": m1,
+        "z": (m2 - m1 * m1) / m1,
+        "a_total": (t2 - t1 * t1) / t1,
         "c2": remaining_work_cv(*e) ** 2,
         "scv_o": e[1] / e[0] ** 2 - 1.0,
     }
+
+
+def per_server_part(z: float, a_total: float, servers: int) -> float:
+    """``B_N`` of ``z = A / N + B_N (1 - 1 / N)``."""
+    return (z - a_total / servers) / (1.0 - 1.0 / servers)
+
+
+def fit_law(ratio: np.ndarray, servers: np.ndarray) -> tuple[float, float]:
+    """``(K, c)`` of ``ratio = K (1 - c / N^2)`` by least squares (linear in ``1 / N^2``)."""
+    x = 1.0 / servers.astype(float) ** 2
+    slope, icpt = np.polyfit(x, ratio, 1)
+    return float(icpt), float(-slope / icpt)
 
 
 def main() -> None:
@@ -63,22 +99,32 @@ def main() -> None:
     ap.add_argument("--util", type=float, default=0.6)
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--shares", default=",".join(str(s) for s in SHARES))
+    ap.add_argument("--servers", default=",".join(str(n) for n in SERVERS))
     a = ap.parse_args()
-    print("share  c2     scv_O  z_random  z_LL(2)  z_LL(8)  A      B      B / [c2 (1+scv)/2]")
-    ratios = []
+    n_list = [int(x) for x in a.servers.split(",")]
+    print("share  c2     scv_O  comp   z_rnd(2)  A_rnd  | N  z_LL   A_LL   B_N    B_N/comp")
+    ratios, ns = [], []
     for share in (float(x) for x in a.shares.split(",")):
         rnd = count_spread(share, 2, "random", a.util, a.seeds)
-        z2 = count_spread(share, 2, "least-loaded", a.util, a.seeds)
-        z8 = count_spread(share, 8, "least-loaded", a.util, a.seeds)
-        # z = A / N + B (1 - 1 / N) at N = 2 and 8
-        b = (z8["z"] - z2["z"] / 4.0) / 0.75
-        a_ = 2.0 * z2["z"] - b
-        comp = z2["c2"] * (1.0 + z2["scv_o"]) / 2.0
-        ratios.append(b / comp)
-        print(f"{share:5.3f}  {z2['c2']:5.3f}  {z2['scv_o']:5.3f}  {rnd['z']:8.3f}  "
-              f"{z2['z']:7.3f}  {z8['z']:7.3f}  {a_:5.3f}  {b:5.3f}  {b / comp:5.3f}",
-              flush=True)  # fmt: skip
-    print(f"mean ratio {np.mean(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})")
+        comp = rnd["c2"] * (1.0 + rnd["scv_o"]) / 2.0
+        head = (f"{share:5.3f}  {rnd['c2']:5.3f}  {rnd['scv_o']:5.3f}  {comp:5.3f}  "
+                f"{rnd['z']:8.3f}  {rnd['a_total']:5.3f}")  # fmt: skip
+        for n in n_list:
+            ll = count_spread(share, n, "least-loaded", a.util, a.seeds)
+            b = per_server_part(ll["z"], ll["a_total"], n)
+            ratios.append(b / comp)
+            ns.append(n)
+            print(f"{head}  | {n}  {ll['z']:5.3f}  {ll['a_total']:5.3f}  {b:5.3f}  {b / comp:5.3f}",
+                  flush=True)  # fmt: skip
+            head = " " * len(head)
+    k, c = fit_law(np.array(ratios), np.array(ns))
+    print(f"B_N / comp = K (1 - c / N^2): K {k:.3f}, c {c:.3f}")
+    for n in n_list:
+        r = np.array(ratios)[np.array(ns) == n]
+        print(
+            f"  N {n}: B_N / comp mean {r.mean():.3f} (min {r.min():.3f}, max {r.max():.3f}), "
+            f"law {k * (1.0 - c / n**2):.3f}"
+        )
 
 
 if __name__ == "__main__":
