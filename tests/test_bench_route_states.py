@@ -98,7 +98,7 @@ def test_model_parts_add_up_to_the_fluid_ttft():
 def test_a_request_still_on_the_network_is_no_server():
     """A request dispatched within its network latency of the run's end never reaches a server
     (``server`` -1, no drop reason, no finish): it must not count as a fourth, empty server
-    (it did until 2026-11-28: 5.5 h of state 0 and every arrival of its region meeting "room
+    (it did until 2026-11-27: 5.5 h of state 0 and every arrival of its region meeting "room
     elsewhere")."""
     frame = _frame()
     late = frame.iloc[[0]].assign(name="I", server=-1, dispatch_s=5.9, finish_s=np.nan,

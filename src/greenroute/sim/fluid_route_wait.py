@@ -76,7 +76,7 @@ ROUTE_LEAST_CONNECTIONS = 2  # score = running + queued requests
 # B_N / (c^2 (1 + SCV(O)) / 2) = COMPOSITION_SHARE (1 - PAIR_NARROWING / N^2): least-loaded's
 # per-server part of the count law over N servers, measured on the engine's count spread at 60 %
 # load with the region's total count read directly (``python -m greenroute.bench.route_spread
-# --shares 0,0.1667,0.4,1.0``, 2 seeds, 2026-11-28): B_N / comp 0.790 / 0.876 / 0.899 at N = 2
+# --shares 0,0.1667,0.4,1.0``, 2 seeds, 2026-11-27): B_N / comp 0.790 / 0.876 / 0.899 at N = 2
 # / 4 / 8 (each within 0.03 over the four mixes), least squares K 0.906, c 0.512. (Until then
 # one B from a two-point fit at N = 2 and 8, 0.898 over 8 mixes, which put the N = 2 narrowing
 # into a "pooled part" that seemed to fall to 1.0-1.2 for heavy mixes; the total's spread is
