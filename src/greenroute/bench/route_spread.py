@@ -28,7 +28,13 @@ import pandas as pd
 
 from greenroute.bench.calibrate import local_simulation
 from greenroute.bench.calibration_cases import CalibrationCase
-from greenroute.bench.route_states import SKIP_S, on_servers, server_states
+from greenroute.bench.route_states import (
+    SKIP_S,
+    count_events,
+    on_servers,
+    server_states,
+    state_durations,
+)
 from greenroute.sim.fluid_route_wait import remaining_work_cv
 
 SHARES = (0.0, 0.05, 0.1, 0.1667, 0.25, 0.4, 0.7, 1.0)
@@ -43,12 +49,9 @@ def total_count_moments(frame: pd.DataFrame, skip_s: float = SKIP_S) -> tuple[fl
     t_end = float(done["finish_s"].max())
     dispatch = done["dispatch_s"].to_numpy(dtype=float)
     finish = np.nan_to_num(done["finish_s"].to_numpy(dtype=float), nan=np.inf)
-    t = np.concatenate([dispatch, finish])
-    step = np.concatenate([np.ones(dispatch.size), -np.ones(finish.size)])
-    order = np.lexsort((step, t))  # a finish before a dispatch at the same instant
-    t, step = t[order], step[order]
-    k_after = np.cumsum(step)
-    dur = np.clip(np.append(t[1:], t_end), skip_s, t_end) - np.clip(t, skip_s, t_end)
+    t, step, _, k_before = count_events(dispatch, finish)
+    k_after = k_before + step
+    dur = state_durations(t, t_end, skip_s)
     mean = float(np.dot(dur, k_after) / dur.sum())
     return mean, float(np.dot(dur, k_after * k_after) / dur.sum()) - mean * mean
 

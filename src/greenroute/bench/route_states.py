@@ -58,10 +58,10 @@ class ServerStates:
     servers: int
 
 
-def _server_events(dispatch_s: np.ndarray, finish_s: np.ndarray):
-    """Event times of one server, sorted (a finish before a dispatch at the same instant), the
-    step (+1 dispatch, -1 finish), the state before each event and the dispatch's row (-1 for a
-    finish)."""
+def count_events(dispatch_s: np.ndarray, finish_s: np.ndarray):
+    """Event times of a set of requests (one server's, or a region's), sorted (a finish before
+    a dispatch at the same instant), the step (+1 dispatch, -1 finish), the count before each
+    event and the dispatch's row (-1 for a finish)."""
     t = np.concatenate([dispatch_s, finish_s])
     d = np.concatenate([np.ones(dispatch_s.size, np.int64), -np.ones(finish_s.size, np.int64)])
     row = np.concatenate([np.arange(dispatch_s.size), -np.ones(finish_s.size, np.int64)])
@@ -69,6 +69,13 @@ def _server_events(dispatch_s: np.ndarray, finish_s: np.ndarray):
     t, d, row = t[order], d[order], row[order]
     k_before = np.cumsum(d) - d
     return t, d, row, k_before
+
+
+def state_durations(t: np.ndarray, t_end: float, skip_s: float) -> np.ndarray:
+    """Time spent after each event of sorted ``t`` until the next one (the last until
+    ``t_end``), counted only within ``skip_s <= t <= t_end``."""
+    t_next = np.append(t[1:], t_end)
+    return np.clip(t_next, skip_s, t_end) - np.clip(t, skip_s, t_end)
 
 
 def on_servers(frame: pd.DataFrame) -> pd.DataFrame:
@@ -106,7 +113,7 @@ def server_states(frame: pd.DataFrame, skip_s: float = SKIP_S) -> ServerStates:
         steps = {}
         for s in ids:
             rows = in_reg[server[in_reg] == s]
-            t, d, row, kb = _server_events(dispatch[rows], finish[rows])
+            t, d, row, kb = count_events(dispatch[rows], finish[rows])
             steps[s] = (rows, t, kb + d)
             time_s[0] += max(min(t[0], t_end) - skip_s, 0.0)  # empty until its first request
             arr = row >= 0
@@ -116,8 +123,7 @@ def server_states(frame: pd.DataFrame, skip_s: float = SKIP_S) -> ServerStates:
             np.add.at(arrivals, k_clip[arr & late], 1.0)
             np.add.at(completions, k_clip[~arr & late], 1.0)
             # time in the state after each event until the next one (or the run's end)
-            t_next = np.append(t[1:], t_end)
-            dur = np.clip(t_next, skip_s, t_end) - np.clip(t, skip_s, t_end)
+            dur = state_durations(t, t_end, skip_s)
             np.add.at(time_s, np.minimum(kb + d, K_MAX), np.maximum(dur, 0.0))
         for s in ids:
             rows = steps[s][0]
