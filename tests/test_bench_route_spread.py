@@ -1,10 +1,17 @@
 """``bench.route_spread``: the region's total count and the law's parts, by hand."""
 
+import argparse
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from greenroute.bench.route_spread import fit_law, per_server_part, total_count_moments
+from greenroute.bench.route_spread import (
+    comma_list,
+    fit_law,
+    per_server_part,
+    total_count_moments,
+)
 
 
 def test_total_count_moments_by_hand():
@@ -37,3 +44,16 @@ def test_per_server_part_and_fit():
     k, c = fit_law(ratio, n)
     assert k == pytest.approx(0.9, rel=1e-9)
     assert c == pytest.approx(0.5, rel=1e-9)
+
+
+def test_list_options_are_typed_and_bounded():
+    """``--servers`` / ``--shares`` parse to typed lists; a bad item is a usage error that names
+    it (exit 2, no traceback)."""
+    assert comma_list(int, 1, 1024)("2,4,8") == [2, 4, 8]
+    assert comma_list(float, 0.0, 1.0)("0,0.1667,1") == [0.0, 0.1667, 1.0]
+    with pytest.raises(argparse.ArgumentTypeError, match="'x' is not an integer"):
+        comma_list(int, 1, 1024)("2,x")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"'1.5' is outside \[0, 1\]"):
+        comma_list(float, 0.0, 1.0)("0,1.5")
+    with pytest.raises(argparse.ArgumentTypeError, match="outside"):
+        comma_list(int, 1, 1024)("0")

@@ -97,17 +97,37 @@ def fit_law(ratio: np.ndarray, servers: np.ndarray) -> tuple[float, float]:
     return float(icpt), float(-slope / icpt)
 
 
+def comma_list(kind: type, lo: float, hi: float):
+    """An argparse ``type`` for a comma-separated list of ``kind`` in ``[lo, hi]``: a bad item
+    is a usage error naming it, not a traceback."""
+
+    def parse(text: str) -> list:
+        items = []
+        for raw in text.split(","):
+            try:
+                v = kind(raw)
+            except ValueError:
+                what = "an integer" if kind is int else "a number"
+                raise argparse.ArgumentTypeError(f"{raw!r} is not {what}") from None
+            if not lo <= v <= hi:
+                raise argparse.ArgumentTypeError(f"{raw!r} is outside [{lo:g}, {hi:g}]")
+            items.append(v)
+        return items
+
+    return parse
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--util", type=float, default=0.6)
     ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--shares", default=",".join(str(s) for s in SHARES))
-    ap.add_argument("--servers", default=",".join(str(n) for n in SERVERS))
+    ap.add_argument("--shares", type=comma_list(float, 0.0, 1.0), default=list(SHARES))
+    ap.add_argument("--servers", type=comma_list(int, 1, 1024), default=list(SERVERS))
     a = ap.parse_args()
-    n_list = [int(x) for x in a.servers.split(",")]
+    n_list = a.servers
     print("share  c2     scv_O  comp   z_rnd(2)  A_rnd  | N  z_LL   A_LL   B_N    B_N/comp")
     ratios, ns = [], []
-    for share in (float(x) for x in a.shares.split(",")):
+    for share in a.shares:
         rnd = count_spread(share, 2, "random", a.util, a.seeds)
         comp = rnd["c2"] * (1.0 + rnd["scv_o"]) / 2.0
         head = (f"{share:5.3f}  {rnd['c2']:5.3f}  {rnd['scv_o']:5.3f}  {comp:5.3f}  "
