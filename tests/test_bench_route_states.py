@@ -109,3 +109,31 @@ def test_a_request_still_on_the_network_is_no_server():
     assert b.time_s.tolist() == a.time_s.tolist()
     assert b.k_min_other.tolist() == a.k_min_other.tolist()
     assert b.k_own.tolist() == a.k_own.tolist()
+
+
+def test_count_law_figures_by_hand():
+    """Time-average law of ``_frame`` (cap 2): ``pi`` = (7.5, 7, 2.5, 1) / 18 over k = 0..3."""
+    from greenroute.bench.route_states import theta_slope
+    from greenroute.sim.queueing_kernel import erlang_c
+
+    r = summarise(server_states(_frame(), skip_s=0.0), cap=2)
+    mean = 15 / 18
+    var = (7 + 2.5 * 4 + 9) / 18 - mean**2  # 0.75
+    assert r["p_time"] == pytest.approx(3.5 / 18)
+    assert r["z_time"] == pytest.approx(var / mean)  # 0.9
+    assert r["n_run"] == pytest.approx((7 + 2.5 * 2 + 2) / 18)  # E[min(k, 2)]
+    assert r["hayward_p"] == pytest.approx(erlang_c(2 / 0.9, (14 / 18) / 0.9))
+    # arrivals see 0 1 2 0 0 1 0
+    assert r["k_seen"] == pytest.approx(4 / 7)
+    assert r["seen_excess"] == pytest.approx(4 / 7 - mean)
+    # theta(0) = 4 / 7.5 / lam, theta(1) = 2 / 7 / lam (lam = 7 / 18); states 0 and 1 below the cap
+    lam = 7 / 18
+    th = [4 / 7.5 / lam, 2 / 7 / lam]
+    x = [-mean, 1 - mean]
+    num = 7.5 * x[0] * (th[0] - 1) + 7 * x[1] * (th[1] - 1)
+    den = 7.5 * x[0] ** 2 + 7 * x[1] ** 2
+    assert r["theta_slope"] == pytest.approx(num / den)
+    # random routing's flat preference has no slope; one state is not enough to fit one
+    pi = np.array([0.2, 0.5, 0.3])
+    assert theta_slope(pi, np.ones(3), 1.1, 3) == pytest.approx(0.0)
+    assert np.isnan(theta_slope(pi, np.ones(3), 1.1, 1))

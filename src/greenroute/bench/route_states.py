@@ -14,7 +14,13 @@ queued; the cap on running requests is ``S``), rebuilt from each request's ``dis
   ``k`` (completions per second spent there) and the router's preference ``theta(k)`` (arrivals
   per second spent in state ``k``, over the mean arrival rate per server);
 * Little's law above the cap: ``W = E[(k - S)^+] / (lam P(meets cap))`` (time averages), which
-  must agree with the TTFT-based wait given full up to the base TTFT's own difference.
+  must agree with the TTFT-based wait given full up to the base TTFT's own difference;
+* the count law the fluid model's Erlang C stands for: the time-average ``P(k >= S)``, the
+  spread ``z = Var(k) / E[k]``, the running count ``E[min(k, S)]`` and Hayward's ``C(S / z, n /
+  z)`` at those two (the time-average P the law gives when its ``z`` and ``n`` are right); and
+  how the router's arrivals depart from the time average: the mean state they see less
+  ``E[k]``, and the slope ``beta`` of ``theta(k) = 1 + beta (k - E[k])`` below the cap
+  (``theta_slope``; ``beta E[k]`` is 0 for random routing).
 
 Dropped requests are left out; one still running at the end holds its server to the end; the
 first ``SKIP_S`` seconds (a warm-up) are left out of every average. It also prints the fluid
@@ -35,6 +41,7 @@ import pandas as pd
 from greenroute.bench.calibrate import local_simulation
 from greenroute.bench.calibration_cases import ALL_CASES, CalibrationCase
 from greenroute.data.requests import CLASS_INTERACTIVE
+from greenroute.sim.queueing_kernel import erlang_c
 
 CAP = 32  # running requests per server in the calibration scenarios (``IterationConfig``)
 SKIP_S = 1800.0  # warm-up left out of the averages (two epochs of 900 s)
@@ -160,6 +167,11 @@ def summarise(st: ServerStates, cap: int = CAP) -> dict:
     q = st.k_own[full] - cap
     ttft_by_q = [float(np.nanmean(st.ttft_s[full][q == j])) if np.any(q == j) else np.nan
                  for j in range(4)]  # fmt: skip
+    k_mean = float(np.dot(pi, k))
+    var_k = float(np.dot(pi, (k - k_mean) ** 2))
+    n_run = float(np.dot(pi, np.minimum(k, cap)))
+    z_time = var_k / k_mean if k_mean > 0 else np.nan
+    seen = float(st.k_own.mean()) if st.k_own.size else np.nan
     return {
         "lam_per_server": float(lam),
         "p_meets_cap": p_cap,
@@ -170,11 +182,31 @@ def summarise(st: ServerStates, cap: int = CAP) -> dict:
         "ttft_not_full_s": float(np.nanmean(st.ttft_s[~full])),
         "ttft_by_queue_s": ttft_by_q,
         "wait_full_little_s": queue_avg / (lam * p_cap) if p_cap > 0 else np.nan,
-        "k_mean": float(np.dot(pi, k)),
+        "k_mean": k_mean,
+        "p_time": float(pi[cap:].sum()),
+        "z_time": z_time,
+        "n_run": n_run,
+        "hayward_p": float(erlang_c(cap / z_time, n_run / z_time)) if z_time > 0 else np.nan,
+        "k_seen": seen,
+        "seen_excess": seen - k_mean,
+        "theta_slope": theta_slope(pi, theta, k_mean, cap),
         "pi": pi,
         "mu": mu,
         "theta": theta,
     }
+
+
+def theta_slope(pi: np.ndarray, theta: np.ndarray, k_mean: float, cap: int) -> float:
+    """Slope ``beta`` of the router's preference ``theta(k) = 1 + beta (k - E[k])`` below the cap,
+    least squares weighted by ``pi`` over the states below ``cap`` that hold time (nan with fewer
+    than two). ``beta E[k]`` is the preference's elasticity to the count: 0 for random routing."""
+    k = np.arange(pi.size, dtype=float)
+    sel = (k < cap) & (pi > 0) & np.isfinite(theta)
+    if sel.sum() < 2:
+        return float("nan")
+    x = k[sel] - k_mean
+    w = pi[sel]
+    return float(np.sum(w * x * (theta[sel] - 1.0)) / np.sum(w * x * x))
 
 
 def case_states(case: CalibrationCase, seed: int) -> ServerStates:
@@ -263,6 +295,12 @@ def main() -> None:
             f"{r['ttft_not_full_s']:.4f}; by queue ahead 0-3 "
             + " / ".join(f"{v:.3f}" for v in r["ttft_by_queue_s"])
             + f"; wait given full by Little {r['wait_full_little_s']:.3f} s"
+        )
+        print(
+            f"  count law: P(k >= cap) time average {r['p_time']:.4f}, spread z {r['z_time']:.3f}, "
+            f"running {r['n_run']:.2f}, Hayward C(S/z, n/z) {r['hayward_p']:.4f}; arrivals see "
+            f"k {r['k_seen']:.2f} ({r['seen_excess']:+.3f} on the time average), theta slope x "
+            f"E[k] {r['theta_slope'] * r['k_mean']:+.3f}"
         )
         print("  k     " + " ".join(f"{k:6d}" for k in range(lo, hi)))
         for key in ("pi", "mu", "theta"):
