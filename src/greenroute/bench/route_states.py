@@ -311,7 +311,8 @@ def main() -> None:
                 f"{k} {eng[k]:.4f} / {mod[k]:.4f}"
                 for k in ("p_wait", "wait_given_s", "pre_s", "ttft_mean_s")
             )
-            + f"; engine after the wait {eng['after_wait_s']:.4f} s"
+            + f"; engine after the wait {eng['after_wait_s']:.4f} s; model's minute backlog "
+            f"{mod['other_s']:.4f} s"
         )
 
 
