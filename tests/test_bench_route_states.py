@@ -137,3 +137,31 @@ def test_count_law_figures_by_hand():
     pi = np.array([0.2, 0.5, 0.3])
     assert theta_slope(pi, np.ones(3), 1.1, 3) == pytest.approx(0.0)
     assert np.isnan(theta_slope(pi, np.ones(3), 1.1, 1))
+
+
+def test_iteration_split_by_hand():
+    """Two servers' figures pooled. Server 0 is the kernel's hand case
+    (``test_iteration_boundaries_ttft_e2e_and_accumulators``): busy 1.27 s, prefill iterations
+    [0, 0.8] (prompts A+B, 2 running) and [0.8, 1.22] (prompt C, decodes A and B, 3 running),
+    one decode-only iteration of 0.05 s with 2 running. Server 1: 2 s busy, one prefill
+    iteration of 0.5 s (1 prompt, 4 decodes, 5 running), then 1.5 s decode-only with 4."""
+    from greenroute.bench.route_states import iteration_split
+
+    servers = pd.DataFrame(
+        {
+            "busy_s": [1.27, 2.0],
+            "running_request_s": [2 * 0.8 + 3 * 0.42 + 2 * 0.05, 5 * 0.5 + 4 * 1.5],
+            "prefill_iteration_s": [1.22, 0.5],
+            "prefill_iterations": [2, 1],
+            "prefill_prompts": [3, 1],
+            "prefill_carried_decodes": [2, 4],
+            "prefill_running_request_s": [2 * 0.8 + 3 * 0.42, 5 * 0.5],
+        }
+    )
+    s = iteration_split(servers)
+    assert s["prefill_busy_share"] == pytest.approx(1.72 / 3.27)
+    assert s["prompts_per_prefill"] == pytest.approx(4 / 3)
+    assert s["decodes_per_prefill"] == pytest.approx(6 / 3)
+    assert s["running_decode_only"] == pytest.approx((2 * 0.05 + 4 * 1.5) / (0.05 + 1.5))
+    assert s["running_prefill"] == pytest.approx((2.86 + 2.5) / 1.72)
+    assert s["running_busy"] == pytest.approx((2.96 + 8.5) / 3.27)

@@ -40,7 +40,12 @@ from greenroute.sim.iteration.kernel import (
     A_ENERGY_J,
     A_ITER,
     A_OUT_TOK,
+    A_PF_DECODES,
     A_PF_FIRST,
+    A_PF_ITER,
+    A_PF_PROMPTS,
+    A_PF_RUN_S,
+    A_PF_S,
     A_PREEMPT,
     A_RECOMP,
     A_RUN2_S,
@@ -108,6 +113,12 @@ def test_iteration_boundaries_ttft_e2e_and_accumulators() -> None:
     assert acc[A_RUN_S] == pytest.approx(2 * 0.8 + 3 * 0.42 + 2 * 0.05, rel=EXACT)
     # and squared (the occupancy's time-average spread): 4 x 0.8 + 9 x 0.42 + 4 x 0.05
     assert acc[A_RUN2_S] == pytest.approx(4 * 0.8 + 9 * 0.42 + 4 * 0.05, rel=EXACT)
+    # it1 and it2 carry prefill tokens (prompts A+B, then C with decodes A and B), it3 does not
+    assert acc[A_PF_ITER] == 2
+    assert acc[A_PF_S] == pytest.approx(0.8 + 0.42, rel=EXACT)
+    assert acc[A_PF_PROMPTS] == 2 + 1
+    assert acc[A_PF_DECODES] == 0 + 2
+    assert acc[A_PF_RUN_S] == pytest.approx(2 * 0.8 + 3 * 0.42, rel=EXACT)
     # token gaps: A 0.42 and 0.05, B 0.42, C 0.05 -> two in each bin, none elsewhere
     assert st.tbt_hist.sum() == 4
     assert st.tbt_hist[tbt_bin(0.42)] == 2

@@ -209,12 +209,41 @@ def theta_slope(pi: np.ndarray, theta: np.ndarray, k_mean: float, cap: int) -> f
     return float(np.sum(w * x * (theta[sel] - 1.0)) / np.sum(w * x * x))
 
 
-def case_states(case: CalibrationCase, seed: int) -> ServerStates:
-    """Run ``case``'s iteration engine for ``seed`` with the request frame and rebuild its
-    states."""
+def case_states(case: CalibrationCase, seed: int) -> tuple[ServerStates, pd.DataFrame]:
+    """Run ``case``'s iteration engine for ``seed`` with the request frame: its rebuilt states
+    and its per-server figures (``RunResult.extras["servers"]``)."""
     sim = local_simulation(case.scenario(), "request", "iteration", case.local, seed,
                            record_requests=True)  # fmt: skip
-    return server_states(sim.run().requests)
+    res = sim.run()
+    return server_states(res.requests), res.extras["servers"]
+
+
+def iteration_split(servers: pd.DataFrame) -> dict:
+    """The busy time split into iterations that carry prefill tokens and decode-only ones, over
+    every row of ``servers`` (``extras["servers"]`` of one or more runs, whole runs: no warm-up
+    is left out): the prefill iterations' share of the busy time, the prompts and running
+    decodes each carries, the time-average running count in decode-only iterations, in prefill
+    iterations (prompts included) and over the busy time. The fluid model's counterparts: its
+    ``sum lam tau(n)``, ``E[a](n)``, ``n`` (busy-time balance) and slot occupancy ``n + p / (1 -
+    p)`` (``fluid_route_wait.slot_occupancy``)."""
+    tot = servers[["busy_s", "running_request_s", "prefill_iteration_s", "prefill_iterations",
+                   "prefill_prompts", "prefill_carried_decodes",
+                   "prefill_running_request_s"]].sum()  # fmt: skip
+    pf_s, busy = tot["prefill_iteration_s"], tot["busy_s"]
+    n_pf = tot["prefill_iterations"]
+    nan = float("nan")
+    return {
+        "prefill_busy_share": float(pf_s / busy) if busy > 0 else nan,
+        "prompts_per_prefill": float(tot["prefill_prompts"] / n_pf) if n_pf > 0 else nan,
+        "decodes_per_prefill": float(tot["prefill_carried_decodes"] / n_pf) if n_pf > 0 else nan,
+        "running_decode_only": float(
+            (tot["running_request_s"] - tot["prefill_running_request_s"]) / (busy - pf_s)
+        )
+        if busy > pf_s
+        else nan,
+        "running_prefill": float(tot["prefill_running_request_s"] / pf_s) if pf_s > 0 else nan,
+        "running_busy": float(tot["running_request_s"] / busy) if busy > 0 else nan,
+    }
 
 
 def model_parts(case: CalibrationCase, seed: int) -> dict:
@@ -282,7 +311,9 @@ def main() -> None:
         parser.error(f"unknown case(s) {unknown}; valid: {', '.join(by_name)}")
     lo, hi = CAP - 4, CAP + 5
     for name in names:
-        st = pooled([case_states(by_name[name], s) for s in range(args.seeds)])
+        runs = [case_states(by_name[name], s) for s in range(args.seeds)]
+        st = pooled([run[0] for run in runs])
+        split = iteration_split(pd.concat([run[1] for run in runs]))
         r = summarise(st)
         eng = engine_parts(st, st.interactive)
         mods = [model_parts(by_name[name], s) for s in range(args.seeds)]
@@ -301,6 +332,13 @@ def main() -> None:
             f"running {r['n_run']:.2f}, Hayward C(S/z, n/z) {r['hayward_p']:.4f}; arrivals see "
             f"k {r['k_seen']:.2f} ({r['seen_excess']:+.3f} on the time average), theta slope x "
             f"E[k] {r['theta_slope'] * r['k_mean']:+.3f}"
+        )
+        print(
+            f"  iterations: prefill share of busy time {split['prefill_busy_share']:.4f}, "
+            f"{split['prompts_per_prefill']:.3f} prompts and {split['decodes_per_prefill']:.2f} "
+            f"decodes per prefill iteration; running {split['running_decode_only']:.2f} in "
+            f"decode-only iterations, {split['running_prefill']:.2f} in prefill iterations, "
+            f"{split['running_busy']:.2f} over the busy time"
         )
         print("  k     " + " ".join(f"{k:6d}" for k in range(lo, hi)))
         for key in ("pi", "mu", "theta"):

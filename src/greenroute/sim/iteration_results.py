@@ -169,7 +169,9 @@ def server_frame(sim, be):
     """Per-server figures of the run: iterations, busy seconds, running request-seconds (and
     their square, for the occupancy's time-average spread), mean batch size, token-budget
     utilisation (tokens processed / (iterations x budget)), iteration energy (J, busy time only),
-    preemptions; in ``RunResult.extras["servers"]``."""
+    preemptions; and of the iterations that carry prefill tokens: how many, their seconds, the
+    prompts (chunks) and running decodes they carry and their running request-seconds (the rest
+    of the busy time is decode-only); in ``RunResult.extras["servers"]``."""
     import pandas as pd
 
     b = sim.prep.built
@@ -190,5 +192,10 @@ def server_frame(sim, be):
             "token_budget_utilisation": util,
             "iteration_energy_j": acc[:, IK.A_ENERGY_J],
             "preemptions": acc[:, IK.A_PREEMPT],
+            "prefill_iterations": acc[:, IK.A_PF_ITER],
+            "prefill_iteration_s": acc[:, IK.A_PF_S],
+            "prefill_prompts": acc[:, IK.A_PF_PROMPTS],
+            "prefill_carried_decodes": acc[:, IK.A_PF_DECODES],
+            "prefill_running_request_s": acc[:, IK.A_PF_RUN_S],
         }
     )

@@ -86,7 +86,14 @@ A_STEPS = 11  # iterations simulated one by one (diagnostic)
 A_JUMPS = 12  # runs of identical decode iterations simulated in one step (diagnostic)
 A_RUN_S = 13  # sum over iterations of running requests x seconds (occupancy of the running cap)
 A_RUN2_S = 14  # the same with running requests squared (time-average spread of the occupancy)
-N_ACC = 15
+# iterations that carry prefill tokens (the rest are decode-only): what the fluid model's
+# busy-time balance and slot occupancy stand for (docs/fluid_iteration_gap.md, eighth session)
+A_PF_S = 15  # seconds spent in them
+A_PF_ITER = 16  # how many
+A_PF_PROMPTS = 17  # prompts (chunked mode: prompt chunks) they carry, summed
+A_PF_DECODES = 18  # running decodes they carry, summed
+A_PF_RUN_S = 19  # running requests x seconds in them (prompts included)
+N_ACC = 20
 # --- token-gap histogram (state ``tbt_hist``): every gap between two consecutive output tokens
 # of a request is counted in log-spaced bins, bin b = [TBT_LO_S x r^b, TBT_LO_S x r^(b+1)) with
 # r = 1 + TBT_BIN_REL; gaps below TBT_LO_S fall in bin 0, above the last bin in the last. A
@@ -448,6 +455,12 @@ def _iterate(s, cfg, cost, st):
     acc[s, A_ENERGY_J] += pw * dur
     acc[s, A_RUN_S] += nrun[s] * dur
     acc[s, A_RUN2_S] += nrun[s] * nrun[s] * dur
+    if pf_tok > 0:
+        acc[s, A_PF_S] += dur
+        acc[s, A_PF_ITER] += 1.0
+        acc[s, A_PF_PROMPTS] += members - n_dec
+        acc[s, A_PF_DECODES] += n_dec
+        acc[s, A_PF_RUN_S] += nrun[s] * dur
     t_start = clock[s]
     b_start = tbt_bin(t_end - t_start)
     k = 0
