@@ -40,15 +40,16 @@ function it caches, so a jitted caller in another module would keep running stal
 edit here.
 
 Speed: the functions that are called rather than inlined (``run_arrivals``, ``enqueue``,
-``advance_server``, ``advance``) are compiled without numba's reference-counting runtime
-(``_nrt=False``; numba is pinned in pyproject.toml). They allocate nothing, and with the runtime
-every call increfs and decrefs each of the ~46 arrays in ``cfg``, ``cost`` and the state at entry
-and exit (seen in the LLVM IR); ``perf`` put 39 % of the 10-region benchmark in those atomic
-updates. Without it the benchmark runs 2.2 times as fast (66k -> 163k requests/s on one core,
-2026-11-27) with bit-identical results. An allocation added to one of them fails to compile
-(numba: no ``np.empty`` without NRT), it does not misbehave silently. The profile-table lookups
-(``interp_n``, ``iteration_duration_s``, ``iteration_power_w``) and ``_score_slow`` are inlined
-for the same reason (+15 % before the runtime was dropped).
+``advance_server``, ``advance``, ``_score_slow`` and the profile-table lookups ``interp_n``,
+``iteration_duration_s``, ``iteration_power_w``) are compiled without numba's reference-counting
+runtime (``_nrt=False``; numba is pinned in pyproject.toml). They allocate nothing, and with the
+runtime every call increfs and decrefs each array it is given at entry and exit, ~46 for the
+``cfg``, ``cost`` and state tuples (seen in the LLVM IR); ``perf`` put 39 % of the 10-region
+benchmark in those atomic updates. Without it the benchmark runs 2.6 times as fast (66-72k ->
+176-180k requests/s on one core, 2026-11-27) with bit-identical results and no longer first-run
+compilation (57 s against 59 s; inlining the lookups and ``_score_slow`` instead would add 7 %
+of speed for 10 s more of it). An allocation added to one of them fails to compile (numba: no
+``np.empty`` without the runtime); it cannot misbehave silently.
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ DROP_NO_SERVER = 3
 DROP_PREEMPTION_LIMIT = 5
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def interp_n(x, xs, ys, n, extrapolate):
     """Piecewise-linear through the first ``n`` knots; end segments extended when
     ``extrapolate`` (scipy interp1d fill_value="extrapolate"), else held."""
@@ -164,7 +165,7 @@ def interp_n(x, xs, ys, n, extrapolate):
     return ys[lo] + w * (ys[hi] - ys[lo])
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def iteration_duration_s(
     t, prefill_tokens, n_decode, prompt_x, prompt_s, n_prompt, token_x, token_s, n_token, mixed
 ):
@@ -179,7 +180,7 @@ def iteration_duration_s(
     return d if d > 0.0 else 0.0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def iteration_power_w(
     t, prefill_tokens, n_decode, budget, pp_x, pp_w, n_pp, pd_x, pd_w, n_pd, has_power, idle_w,
     peak_w,
@@ -729,7 +730,7 @@ LP_LEAST_LOADED = 2
 LP_RANDOM = 3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def _score_slow(s, t, code, cfg, cost, st):
     """Least-connections or least-loaded score of server ``s`` advanced to ``t``, when the
     closed form in ``run_arrivals`` does not apply (its steady run unknown, or too short)."""
