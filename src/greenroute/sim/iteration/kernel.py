@@ -45,11 +45,12 @@ Speed: the functions that are called rather than inlined (``run_arrivals``, ``en
 runtime (``_nrt=False``; numba is pinned in pyproject.toml). They allocate nothing, and with the
 runtime every call increfs and decrefs each array it is given at entry and exit, ~46 for the
 ``cfg``, ``cost`` and state tuples (seen in the LLVM IR); ``perf`` put 39 % of the 10-region
-benchmark in those atomic updates. Without it the benchmark runs 2.6 times as fast (66-72k ->
-176-180k requests/s on one core, 2026-11-27) with bit-identical results and no longer first-run
-compilation (57 s against 59 s; inlining the lookups and ``_score_slow`` instead would add 7 %
-of speed for 10 s more of it). An allocation added to one of them fails to compile (numba: no
-``np.empty`` without the runtime); it cannot misbehave silently.
+benchmark in those atomic updates. Without it the benchmark runs about 2.5 times as fast
+(66-72k -> 176-180k requests/s on one core, 2026-11-27) with bit-identical results, and the
+first run compiles no longer than before (57 s against 59 s; inlining the lookups and
+``_score_slow`` instead would add 7 % of speed for 10 s more of compilation). An allocation
+added to one of them fails to compile (numba: no ``np.empty`` without the runtime); it cannot
+misbehave silently.
 """
 
 from __future__ import annotations
