@@ -125,13 +125,16 @@ def _active(s, t, slots_all, slot_start, slot_free, slot_prev):
     return n
 
 
-@njit(cache=True)
+# Reassociation lets LLVM vectorise the sum (no other fast-math flag: an idle slot's free time
+# is -inf). The score only ranks a region's servers, so a last-bit difference could only move a
+# near tie; on the bench (``bench/perf.py``, 1.2M requests, least-loaded) every output was
+# bit-identical, and the kernel ran at 700k instead of 480k requests/s.
+@njit(cache=True, fastmath={"reassoc", "nsz"})
 def _work_left(s, t, slots_all, slot_free):
+    """Seconds of assigned work left on server ``s``'s slots at ``t``."""
     w = 0.0
     for j in range(slots_all):
-        d = slot_free[s, j] - t
-        if d > 0.0:
-            w += d
+        w += max(slot_free[s, j] - t, 0.0)
     return w
 
 

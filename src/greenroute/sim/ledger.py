@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 
 def bin_overlap(
@@ -14,30 +15,46 @@ def bin_overlap(
     bin_s: float,
     n_bins: int,
 ) -> np.ndarray:
-    """Sum over intervals of ``weight x |[start, end) ∩ bin|`` per (group, bin).
+    """Sum over intervals of ``weight x |[start, end) ∩ bin|`` per (group, bin), bins
+    ``[b bin_s, (b + 1) bin_s)`` for ``b < n_bins``; time outside them is not counted.
 
-    Exact and O(N log N): with F_g(x) = sum_i w_i * clip(x - s_i, 0, e_i - s_i), the amount in
-    bin b is F(edge_{b+1}) - F(edge_b); F is evaluated at all edges by sorted cumulative sums.
-    """
+    Exact and O(N + bins covered): each interval adds its overlap with every bin it covers
+    (requests last seconds, epochs minutes to hours, so nearly always one or two bins), in the
+    order given (compiled; a million intervals take milliseconds)."""
     out = np.zeros((n_groups, n_bins))
-    if start.size == 0:
+    if start.size == 0 or n_bins <= 0:
         return out
-    edges = np.arange(n_bins + 1, dtype=float) * bin_s
-    for g in range(n_groups):
-        sel = group == g
-        if not sel.any():
-            continue
-        s, e, w = start[sel], end[sel], weight[sel]
-        out[g] = np.diff(_ramp(s, w, edges) - _ramp(e, w, edges))
+    _bin_overlap(
+        np.ascontiguousarray(start, dtype=np.float64),
+        np.ascontiguousarray(end, dtype=np.float64),
+        np.ascontiguousarray(weight, dtype=np.float64),
+        np.ascontiguousarray(group, dtype=np.int64),
+        float(bin_s),
+        out,
+    )
     return out
 
 
-def _ramp(points: np.ndarray, w: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """sum_i w_i * max(0, x - p_i) evaluated at each x."""
-    order = np.argsort(points, kind="stable")
-    p = points[order]
-    ww = w[order]
-    cw = np.concatenate([[0.0], np.cumsum(ww)])
-    cwp = np.concatenate([[0.0], np.cumsum(ww * p)])
-    k = np.searchsorted(p, x, side="right")
-    return x * cw[k] - cwp[k]
+@njit(cache=True)
+def _bin_overlap(start, end, weight, group, bin_s, out):
+    n_bins = out.shape[1]
+    horizon = n_bins * bin_s
+    for i in range(start.shape[0]):
+        lo = max(start[i], 0.0)
+        hi = min(end[i], horizon)
+        w = weight[i]
+        if not hi > lo or w == 0.0:  # also skips NaN times
+            continue
+        g = group[i]
+        b = min(int(lo / bin_s), n_bins - 1)
+        while b < n_bins:
+            edge = (b + 1) * bin_s
+            if edge <= lo:  # lo / bin_s rounded down past an edge
+                b += 1
+                continue
+            if hi <= edge:
+                out[g, b] += w * (hi - lo)
+                break
+            out[g, b] += w * (edge - lo)
+            lo = edge
+            b += 1
