@@ -165,3 +165,25 @@ def test_iteration_split_by_hand():
     assert s["running_decode_only"] == pytest.approx((2 * 0.05 + 4 * 1.5) / (0.05 + 1.5))
     assert s["running_prefill"] == pytest.approx((2.86 + 2.5) / 1.72)
     assert s["running_busy"] == pytest.approx((2.96 + 8.5) / 3.27)
+
+
+def test_free_arrival_residual_by_hand():
+    """Two servers pooled: server 0 the kernel's hand case (arrivals A at an idle server and C
+    with 0.7 s of a prefill iteration left); server 1 three free arrivals, one meeting 0.2 s of
+    a prefill iteration, two meeting 0.01 and 0.03 s of decode-only ones."""
+    from greenroute.bench.route_states import free_arrival_residual
+
+    servers = pd.DataFrame(
+        {
+            "free_arrivals": [2, 3],
+            "free_arrival_residual_s": [0.7, 0.2 + 0.01 + 0.03],
+            "free_arrivals_in_prefill": [1, 1],
+            "free_arrival_prefill_residual_s": [0.7, 0.2],
+        }
+    )
+    r = free_arrival_residual(servers)
+    assert r["arrivals"] == 5
+    assert r["residual_s"] == pytest.approx(0.94 / 5)
+    assert r["in_prefill_share"] == pytest.approx(2 / 5)
+    assert r["prefill_residual_s"] == pytest.approx(0.9 / 2)
+    assert r["decode_residual_s"] == pytest.approx(0.04 / 3)

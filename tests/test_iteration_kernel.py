@@ -34,6 +34,10 @@ from greenroute.sim.iteration import (
 )
 from greenroute.sim.iteration.cost import iteration_duration_s, iteration_power_w
 from greenroute.sim.iteration.kernel import (
+    A_ARR_FREE,
+    A_ARR_FREE_PF,
+    A_ARR_FREE_PF_RESID_S,
+    A_ARR_FREE_RESID_S,
     A_BATCH_SUM,
     A_BUSY_S,
     A_DEC_IN,
@@ -119,10 +123,34 @@ def test_iteration_boundaries_ttft_e2e_and_accumulators() -> None:
     assert acc[A_PF_PROMPTS] == 2 + 1
     assert acc[A_PF_DECODES] == 0 + 2
     assert acc[A_PF_RUN_S] == pytest.approx(2 * 0.8 + 3 * 0.42, rel=EXACT)
+    # arrivals that find a free slot and nothing queued: A (idle server, residual 0) and C
+    # (it1 runs until 0.8 and carries prefill: 0.7 s left); B arrives with A still queued
+    assert acc[A_ARR_FREE] == 2
+    assert acc[A_ARR_FREE_RESID_S] == pytest.approx(0.7, rel=EXACT)
+    assert acc[A_ARR_FREE_PF] == 1
+    assert acc[A_ARR_FREE_PF_RESID_S] == pytest.approx(0.7, rel=EXACT)
     # token gaps: A 0.42 and 0.05, B 0.42, C 0.05 -> two in each bin, none elsewhere
     assert st.tbt_hist.sum() == 4
     assert st.tbt_hist[tbt_bin(0.42)] == 2
     assert st.tbt_hist[tbt_bin(0.05)] == 2
+
+
+@pytest.mark.parametrize("fast_forward", [True, False])
+def test_free_arrival_meets_a_decode_iteration(fast_forward) -> None:
+    # A(10, 50) at 0: prefill [0, 0.1], then decode-only iterations of 0.05 s; B(10, 1) at
+    # 0.32 finds a free slot during the one that started at 0.30: 0.03 s left, no prefill. The
+    # same whether the decode iterations are run one by one or fast-forwarded.
+    cfg = IterationConfig.uniform(
+        1, blocks_total=1000, max_batched_tokens=100, fast_forward=fast_forward
+    )
+    st, log, _ = _run([(0.0, 10, 50), (0.32, 10, 1)], cfg)
+    acc = st.acc[0]
+    assert acc[A_ARR_FREE] == 2
+    assert acc[A_ARR_FREE_RESID_S] == pytest.approx(0.03, rel=1e-9)
+    assert acc[A_ARR_FREE_PF] == 0
+    assert acc[A_ARR_FREE_PF_RESID_S] == 0.0
+    # B's own prefill is mixed with A's decode in the iteration at 0.35: 0.01 x 11
+    assert log["t_first_s"][1] == pytest.approx(0.35 + 0.11, rel=1e-9)
 
 
 def test_token_gap_percentiles_from_the_histogram() -> None:

@@ -246,6 +246,29 @@ def iteration_split(servers: pd.DataFrame) -> dict:
     }
 
 
+def free_arrival_residual(servers: pd.DataFrame) -> dict:
+    """What the arrivals that find a free slot and nothing queued meet at their server, over
+    every row of ``servers`` (``extras["servers"]``; engine accumulators ``A_ARR_FREE*``, all
+    classes): their number, the mean residual of the iteration in progress (0 at an idle
+    server), the share of them whose iteration carries prefill tokens and the mean residual of
+    those and of the decode-only ones. The fluid model's counterpart is the residual part of
+    ``pre``: the mean age ``0.5 (sum lam E[tau^2] + r_d d^2)`` with the prefill part replaced by
+    ``d / 2`` for the share ``1 - prefill_share`` that least-loaded steers away
+    (``fluid_iteration_kernel``)."""
+    tot = servers[["free_arrivals", "free_arrival_residual_s", "free_arrivals_in_prefill",
+                   "free_arrival_prefill_residual_s"]].sum()  # fmt: skip
+    n, n_pf = tot["free_arrivals"], tot["free_arrivals_in_prefill"]
+    r, r_pf = tot["free_arrival_residual_s"], tot["free_arrival_prefill_residual_s"]
+    nan = float("nan")
+    return {
+        "arrivals": float(n),
+        "residual_s": float(r / n) if n > 0 else nan,
+        "in_prefill_share": float(n_pf / n) if n > 0 else nan,
+        "prefill_residual_s": float(r_pf / n_pf) if n_pf > 0 else nan,
+        "decode_residual_s": float((r - r_pf) / (n - n_pf)) if n > n_pf else nan,
+    }
+
+
 def model_parts(case: CalibrationCase, seed: int) -> dict:
     """The fluid model's parts of interactive TTFT for ``case`` and ``seed``, arrival-weighted
     over epochs and groups (``FluidBackend.comp``, what ``ttft_summary`` reads): ``P(wait)``,
@@ -314,6 +337,7 @@ def main() -> None:
         runs = [case_states(by_name[name], s) for s in range(args.seeds)]
         st = pooled([run[0] for run in runs])
         split = iteration_split(pd.concat([run[1] for run in runs]))
+        free = free_arrival_residual(pd.concat([run[1] for run in runs]))
         r = summarise(st)
         eng = engine_parts(st, st.interactive)
         mods = [model_parts(by_name[name], s) for s in range(args.seeds)]
@@ -339,6 +363,12 @@ def main() -> None:
             f"decodes per prefill iteration; running {split['running_decode_only']:.2f} in "
             f"decode-only iterations, {split['running_prefill']:.2f} in prefill iterations, "
             f"{split['running_busy']:.2f} over the busy time"
+        )
+        print(
+            f"  free arrivals: {free['arrivals']:.0f} meet a residual iteration of "
+            f"{free['residual_s']:.4f} s; {free['in_prefill_share']:.3f} of them a prefill "
+            f"iteration ({free['prefill_residual_s']:.4f} s left), the rest a decode-only one "
+            f"({free['decode_residual_s']:.4f} s left)"
         )
         print("  k     " + " ".join(f"{k:6d}" for k in range(lo, hi)))
         for key in ("pi", "mu", "theta"):

@@ -171,7 +171,9 @@ def server_frame(sim, be):
     utilisation (tokens processed / (iterations x budget)), iteration energy (J, busy time only),
     preemptions; and of the iterations that carry prefill tokens: how many, their seconds, the
     prompts (chunks) and running decodes they carry and their running request-seconds (the rest
-    of the busy time is decode-only); in ``RunResult.extras["servers"]``."""
+    of the busy time is decode-only); and of the arrivals that found a free slot and nothing
+    queued: how many, the residual iteration they met (summed) and how many of them, with what
+    residual, met an iteration carrying prefill tokens; in ``RunResult.extras["servers"]``."""
     import pandas as pd
 
     b = sim.prep.built
@@ -197,5 +199,9 @@ def server_frame(sim, be):
             "prefill_prompts": acc[:, IK.A_PF_PROMPTS],
             "prefill_carried_decodes": acc[:, IK.A_PF_DECODES],
             "prefill_running_request_s": acc[:, IK.A_PF_RUN_S],
+            "free_arrivals": acc[:, IK.A_ARR_FREE],
+            "free_arrival_residual_s": acc[:, IK.A_ARR_FREE_RESID_S],
+            "free_arrivals_in_prefill": acc[:, IK.A_ARR_FREE_PF],
+            "free_arrival_prefill_residual_s": acc[:, IK.A_ARR_FREE_PF_RESID_S],
         }
     )

@@ -106,7 +106,14 @@ A_PF_ITER = 16  # how many
 A_PF_PROMPTS = 17  # prompts (chunked mode: prompt chunks) they carry, summed
 A_PF_DECODES = 18  # running decodes they carry, summed
 A_PF_RUN_S = 19  # running requests x seconds in them (prompts included)
-N_ACC = 20
+# what an arrival that finds a free slot and nothing queued meets: the residual of the iteration
+# in progress, the fixed part of TTFT the fluid model's ``pre`` stands for (ninth session)
+A_LAST_PF = 20  # state, not a sum: prefill tokens of the iteration in progress (or last run)
+A_ARR_FREE = 21  # such arrivals
+A_ARR_FREE_RESID_S = 22  # the residual iteration they meet, summed (0 at an idle server)
+A_ARR_FREE_PF = 23  # of them, those whose iteration in progress carries prefill tokens
+A_ARR_FREE_PF_RESID_S = 24  # and their residual, summed
+N_ACC = 25
 # --- token-gap histogram (state ``tbt_hist``): every gap between two consecutive output tokens
 # of a request is counted in log-spaced bins, bin b = [TBT_LO_S x r^b, TBT_LO_S x r^(b+1)) with
 # r = 1 + TBT_BIN_REL; gaps below TBT_LO_S fall in bin 0, above the last bin in the last. A
@@ -460,6 +467,7 @@ def _iterate(s, cfg, cost, st):
         cost[12], cost[13], cost[14], cost[15],
     )  # fmt: skip
     t_end = clock[s] + dur
+    acc[s, A_LAST_PF] = pf_tok
     acc[s, A_STEPS] += 1.0
     acc[s, A_ITER] += 1.0
     acc[s, A_BUSY_S] += dur
@@ -600,6 +608,7 @@ def _fast_forward(s, t_until, cfg, cost, st):
     )  # fmt: skip
     t0 = clock[s]
     t_end = t0 + k * d
+    acc[s, A_LAST_PF] = 0.0
     acc[s, A_ITER] += k
     acc[s, A_JUMPS] += 1.0
     acc[s, A_BUSY_S] += k * d
@@ -685,6 +694,15 @@ def enqueue(s, req, t, prompt, output, cfg, cost, st):
     if drop != DROP_NONE:
         _drop_now(s, req, t, prompt, output, drop, st)
         return drop
+    if nrun[s] < cfg[2][s] and qlen[s] == 0:  # a free slot and nothing queued ahead
+        acc = st[12]
+        acc[s, A_ARR_FREE] += 1.0
+        resid = clock[s] - t
+        if resid > 0.0:
+            acc[s, A_ARR_FREE_RESID_S] += resid
+            if acc[s, A_LAST_PF] > 0.0:
+                acc[s, A_ARR_FREE_PF] += 1.0
+                acc[s, A_ARR_FREE_PF_RESID_S] += resid
     nfree[s] -= 1
     e = efree[s, nfree[s]]
     ei[s, e, :] = 0
