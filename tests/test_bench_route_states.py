@@ -169,8 +169,9 @@ def test_iteration_split_by_hand():
 
 def test_free_arrival_residual_by_hand():
     """Two servers pooled: server 0 the kernel's hand case (arrivals A at an idle server and C
-    with 0.7 s of a prefill iteration left); server 1 three free arrivals, one meeting 0.2 s of
-    a prefill iteration, two meeting 0.01 and 0.03 s of decode-only ones."""
+    with 0.7 s of a prefill iteration left, B behind A's queued prompt); server 1 three free
+    arrivals, one meeting 0.2 s of a prefill iteration, two meeting 0.01 and 0.03 s of
+    decode-only ones, and two behind queued prompts."""
     from greenroute.bench.route_states import free_arrival_residual
 
     servers = pd.DataFrame(
@@ -179,6 +180,8 @@ def test_free_arrival_residual_by_hand():
             "free_arrival_residual_s": [0.7, 0.2 + 0.01 + 0.03],
             "free_arrivals_in_prefill": [1, 1],
             "free_arrival_prefill_residual_s": [0.7, 0.2],
+            "queued_arrivals": [1, 2],
+            "queued_arrival_prompts_ahead": [1, 1 + 3],
         }
     )
     r = free_arrival_residual(servers)
@@ -187,3 +190,7 @@ def test_free_arrival_residual_by_hand():
     assert r["in_prefill_share"] == pytest.approx(2 / 5)
     assert r["prefill_residual_s"] == pytest.approx(0.9 / 2)
     assert r["decode_residual_s"] == pytest.approx(0.04 / 3)
+    # three more found a free slot behind queued prompts: B on server 0 (1 ahead), two on
+    # server 1 (1 and 3 ahead)
+    assert r["queued_share"] == pytest.approx(3 / 8)
+    assert r["prompts_ahead"] == pytest.approx(5 / 3)

@@ -38,6 +38,8 @@ from greenroute.sim.iteration.kernel import (
     A_ARR_FREE_PF,
     A_ARR_FREE_PF_RESID_S,
     A_ARR_FREE_RESID_S,
+    A_ARR_QUEUED,
+    A_ARR_QUEUED_AHEAD,
     A_BATCH_SUM,
     A_BUSY_S,
     A_DEC_IN,
@@ -129,10 +131,25 @@ def test_iteration_boundaries_ttft_e2e_and_accumulators() -> None:
     assert acc[A_ARR_FREE_RESID_S] == pytest.approx(0.7, rel=EXACT)
     assert acc[A_ARR_FREE_PF] == 1
     assert acc[A_ARR_FREE_PF_RESID_S] == pytest.approx(0.7, rel=EXACT)
+    # B finds a free slot behind one queued prompt (A's)
+    assert acc[A_ARR_QUEUED] == 1
+    assert acc[A_ARR_QUEUED_AHEAD] == 1
     # token gaps: A 0.42 and 0.05, B 0.42, C 0.05 -> two in each bin, none elsewhere
     assert st.tbt_hist.sum() == 4
     assert st.tbt_hist[tbt_bin(0.42)] == 2
     assert st.tbt_hist[tbt_bin(0.05)] == 2
+
+
+def test_arrivals_behind_queued_prompts() -> None:
+    # A, B, C arrive together at an idle server: A finds nothing queued, B one prompt ahead, C
+    # two; D arrives at 10 s, after all three are done, and finds an idle server again
+    cfg = IterationConfig.uniform(1, blocks_total=1000, max_batched_tokens=100)
+    st, _, _ = _run([(0.0, 10, 2), (0.0, 10, 2), (0.0, 10, 2), (10.0, 10, 2)], cfg)
+    acc = st.acc[0]
+    assert acc[A_ARR_FREE] == 2
+    assert acc[A_ARR_FREE_RESID_S] == 0.0
+    assert acc[A_ARR_QUEUED] == 2
+    assert acc[A_ARR_QUEUED_AHEAD] == 1 + 2
 
 
 @pytest.mark.parametrize("fast_forward", [True, False])
@@ -149,6 +166,7 @@ def test_free_arrival_meets_a_decode_iteration(fast_forward) -> None:
     assert acc[A_ARR_FREE_RESID_S] == pytest.approx(0.03, rel=1e-9)
     assert acc[A_ARR_FREE_PF] == 0
     assert acc[A_ARR_FREE_PF_RESID_S] == 0.0
+    assert acc[A_ARR_QUEUED] == 0
     # B's own prefill is mixed with A's decode in the iteration at 0.35: 0.01 x 11
     assert log["t_first_s"][1] == pytest.approx(0.35 + 0.11, rel=1e-9)
 

@@ -247,20 +247,26 @@ def iteration_split(servers: pd.DataFrame) -> dict:
 
 
 def free_arrival_residual(servers: pd.DataFrame) -> dict:
-    """What the arrivals that find a free slot and nothing queued meet at their server, over
-    every row of ``servers`` (``extras["servers"]``; engine accumulators ``A_ARR_FREE*``, all
-    classes): their number, the mean residual of the iteration in progress (0 at an idle
-    server), the share of them whose iteration carries prefill tokens and the mean residual of
-    those and of the decode-only ones. The fluid model's counterpart is the residual part of
-    ``pre``: the mean age ``0.5 (sum lam E[tau^2] + r_d d^2)`` with the prefill part replaced by
-    ``d / 2`` for the share ``1 - prefill_share`` that least-loaded steers away
-    (``fluid_iteration_kernel``)."""
+    """What the arrivals that find a free slot meet at their server, over every row of
+    ``servers`` (``extras["servers"]``; engine accumulators ``A_ARR_*``, all classes): the share
+    of them that find prompts queued ahead (``queued_share``; the fluid model's counterpart is
+    ``queued_prompt_share`` times the share under random routing) and how many
+    (``prompts_ahead``); of those with nothing queued, their number, the mean residual of the
+    iteration in progress (0 at an idle server), the share whose iteration carries prefill
+    tokens and the mean residual of those and of the decode-only ones. The fluid model's
+    counterpart is the residual part of ``pre``: the mean age ``0.5 (sum lam E[tau^2] + r_d
+    d^2)`` with the prefill part replaced by ``d / 2`` for the share ``1 - prefill_share`` that
+    least-loaded steers away (``fluid_iteration_kernel``)."""
     tot = servers[["free_arrivals", "free_arrival_residual_s", "free_arrivals_in_prefill",
-                   "free_arrival_prefill_residual_s"]].sum()  # fmt: skip
+                   "free_arrival_prefill_residual_s", "queued_arrivals",
+                   "queued_arrival_prompts_ahead"]].sum()  # fmt: skip
     n, n_pf = tot["free_arrivals"], tot["free_arrivals_in_prefill"]
     r, r_pf = tot["free_arrival_residual_s"], tot["free_arrival_prefill_residual_s"]
+    n_q = tot["queued_arrivals"]
     nan = float("nan")
     return {
+        "queued_share": float(n_q / (n + n_q)) if n + n_q > 0 else nan,
+        "prompts_ahead": float(tot["queued_arrival_prompts_ahead"] / n_q) if n_q > 0 else nan,
         "arrivals": float(n),
         "residual_s": float(r / n) if n > 0 else nan,
         "in_prefill_share": float(n_pf / n) if n > 0 else nan,
@@ -368,7 +374,9 @@ def main() -> None:
             f"  free arrivals: {free['arrivals']:.0f} meet a residual iteration of "
             f"{free['residual_s']:.4f} s; {free['in_prefill_share']:.3f} of them a prefill "
             f"iteration ({free['prefill_residual_s']:.4f} s left), the rest a decode-only one "
-            f"({free['decode_residual_s']:.4f} s left)"
+            f"({free['decode_residual_s']:.4f} s left); {free['queued_share']:.4f} of the "
+            f"arrivals that find a free slot find prompts queued ahead "
+            f"({free['prompts_ahead']:.3f} on average)"
         )
         print("  k     " + " ".join(f"{k:6d}" for k in range(lo, hi)))
         for key in ("pi", "mu", "theta"):

@@ -173,7 +173,9 @@ def server_frame(sim, be):
     prompts (chunks) and running decodes they carry and their running request-seconds (the rest
     of the busy time is decode-only); and of the arrivals that found a free slot and nothing
     queued: how many, the residual iteration they met (summed) and how many of them, with what
-    residual, met an iteration carrying prefill tokens; in ``RunResult.extras["servers"]``."""
+    residual, met an iteration carrying prefill tokens; and of those that found a free slot
+    behind queued prompts: how many, and the prompts ahead of them (summed); in
+    ``RunResult.extras["servers"]``."""
     import pandas as pd
 
     b = sim.prep.built
@@ -203,5 +205,7 @@ def server_frame(sim, be):
             "free_arrival_residual_s": acc[:, IK.A_ARR_FREE_RESID_S],
             "free_arrivals_in_prefill": acc[:, IK.A_ARR_FREE_PF],
             "free_arrival_prefill_residual_s": acc[:, IK.A_ARR_FREE_PF_RESID_S],
+            "queued_arrivals": acc[:, IK.A_ARR_QUEUED],
+            "queued_arrival_prompts_ahead": acc[:, IK.A_ARR_QUEUED_AHEAD],
         }
     )

@@ -113,7 +113,9 @@ A_ARR_FREE = 21  # such arrivals
 A_ARR_FREE_RESID_S = 22  # the residual iteration they meet, summed (0 at an idle server)
 A_ARR_FREE_PF = 23  # of them, those whose iteration in progress carries prefill tokens
 A_ARR_FREE_PF_RESID_S = 24  # and their residual, summed
-N_ACC = 25
+A_ARR_QUEUED = 25  # arrivals that find a free slot but prompts queued ahead of them
+A_ARR_QUEUED_AHEAD = 26  # the prompts queued ahead of them, summed
+N_ACC = 27
 # --- token-gap histogram (state ``tbt_hist``): every gap between two consecutive output tokens
 # of a request is counted in log-spaced bins, bin b = [TBT_LO_S x r^b, TBT_LO_S x r^(b+1)) with
 # r = 1 + TBT_BIN_REL; gaps below TBT_LO_S fall in bin 0, above the last bin in the last. A
@@ -694,15 +696,19 @@ def enqueue(s, req, t, prompt, output, cfg, cost, st):
     if drop != DROP_NONE:
         _drop_now(s, req, t, prompt, output, drop, st)
         return drop
-    if nrun[s] < cfg[2][s] and qlen[s] == 0:  # a free slot and nothing queued ahead
+    if nrun[s] < cfg[2][s]:  # a free slot
         acc = st[12]
-        acc[s, A_ARR_FREE] += 1.0
-        resid = clock[s] - t
-        if resid > 0.0:
-            acc[s, A_ARR_FREE_RESID_S] += resid
-            if acc[s, A_LAST_PF] > 0.0:
-                acc[s, A_ARR_FREE_PF] += 1.0
-                acc[s, A_ARR_FREE_PF_RESID_S] += resid
+        if qlen[s] == 0:  # and nothing queued ahead
+            acc[s, A_ARR_FREE] += 1.0
+            resid = clock[s] - t
+            if resid > 0.0:
+                acc[s, A_ARR_FREE_RESID_S] += resid
+                if acc[s, A_LAST_PF] > 0.0:
+                    acc[s, A_ARR_FREE_PF] += 1.0
+                    acc[s, A_ARR_FREE_PF_RESID_S] += resid
+        else:
+            acc[s, A_ARR_QUEUED] += 1.0
+            acc[s, A_ARR_QUEUED_AHEAD] += qlen[s]
     nfree[s] -= 1
     e = efree[s, nfree[s]]
     ei[s, e, :] = 0
