@@ -342,8 +342,9 @@ def main() -> None:
     for name in names:
         runs = [case_states(by_name[name], s) for s in range(args.seeds)]
         st = pooled([run[0] for run in runs])
-        split = iteration_split(pd.concat([run[1] for run in runs]))
-        free = free_arrival_residual(pd.concat([run[1] for run in runs]))
+        servers = pd.concat([run[1] for run in runs])
+        split = iteration_split(servers)
+        free = free_arrival_residual(servers)
         r = summarise(st)
         eng = engine_parts(st, st.interactive)
         mods = [model_parts(by_name[name], s) for s in range(args.seeds)]
