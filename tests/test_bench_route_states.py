@@ -25,6 +25,14 @@ def _frame() -> pd.DataFrame:
     cols = ["name", "region", "server", "dispatch_s", "finish_s", "ttft_s", "drop_reason"]
     frame = pd.DataFrame(rows, columns=cols)
     frame["cls"] = np.where(frame["name"] == "H", CLASS_DEFERRABLE, CLASS_INTERACTIVE)
+    # the iteration that produced the first token: a tenth of the TTFT, with 0..7 decodes
+    frame["first_iteration_s"] = frame["ttft_s"] / 10.0
+    frame["first_iteration_decodes"] = np.arange(len(frame), dtype=float)
+    # reached the server 0.05 s after dispatch; first token at dispatch + TTFT
+    frame["server_arrival_s"] = frame["dispatch_s"] + 0.05
+    frame["first_token_s"] = frame["dispatch_s"] + frame["ttft_s"]
+    frame["arrival_residual_s"] = 0.01
+    frame["arrival_queue_ahead"] = 0.0
     return frame
 
 
@@ -79,6 +87,10 @@ def test_engine_parts_read_interactive_arrivals():
     assert e["p_wait"] == pytest.approx(1 / 6)  # C of A-F
     assert e["wait_given_s"] == pytest.approx(1.0)  # Little over all arrivals
     assert e["pre_s"] == pytest.approx(np.mean([0.1, 0.2, 0.4, 0.5, 0.6]))  # H left out
+    assert e["own_iteration_s"] == pytest.approx(np.mean([0.01, 0.02, 0.04, 0.05, 0.06]))
+    assert e["own_iteration_decodes"] == pytest.approx(np.mean([0, 1, 3, 4, 5]))  # G dropped
+    # TTFT - 0.05 - TTFT / 10 for A, B, D, E, F
+    assert e["start_delay_s"] == pytest.approx(np.mean([0.09, 0.18, 0.36, 0.45, 0.54]) - 0.05)
     assert e["after_wait_s"] == pytest.approx(0.3 - 1.0)
     assert e["ttft_mean_s"] == pytest.approx(0.35)
 

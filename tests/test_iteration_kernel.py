@@ -105,6 +105,13 @@ def test_iteration_boundaries_ttft_e2e_and_accumulators() -> None:
     assert log["t_finish_s"] == pytest.approx([1.27, 1.22, 1.27], rel=EXACT)
     assert log["tbt_sum_s"] == pytest.approx([0.47, 0.42, 0.05], rel=EXACT)
     assert log["tbt_max_s"] == pytest.approx([0.42, 0.42, 0.05], rel=EXACT)
+    # the first token's iteration: A and B it1 (no decodes), C it2 with A's and B's decodes
+    assert log["first_iteration_s"] == pytest.approx([0.8, 0.8, 0.42], rel=EXACT)
+    assert log["first_iteration_decodes"].tolist() == [0, 0, 2]
+    # at arrival: A finds an idle server, B finds A queued (it1 starts at 0, after both), C
+    # finds it1 running until 0.8 and nothing queued
+    assert log["arrival_residual_s"] == pytest.approx([0.0, 0.0, 0.7], rel=EXACT)
+    assert log["arrival_queue_ahead"].tolist() == [0, 1, 0]
     assert log["drop"].tolist() == [DROP_NONE] * 3
     acc = st.acc[0]
     assert acc[A_ITER] == 3
@@ -403,7 +410,7 @@ def test_fast_forward_equals_iteration_by_iteration(data) -> None:
     cfg.fast_forward = False
     st_slow, slow, _ = _run(reqs, cfg, cost, t_end=t_end, lp=lp)
     for k in fast:
-        if k.startswith("t_") or k.startswith("tbt"):
+        if k.startswith(("t_", "tbt", "first_iteration_s", "arrival_residual_s")):
             np.testing.assert_allclose(fast[k], slow[k], rtol=1e-9, atol=1e-12)
         else:
             np.testing.assert_array_equal(fast[k], slow[k])

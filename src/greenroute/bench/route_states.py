@@ -59,6 +59,11 @@ class ServerStates:
     k_min_other: np.ndarray
     ttft_s: np.ndarray
     interactive: np.ndarray
+    first_iter_s: np.ndarray  # the iteration that produced its first token (NaN: none)
+    first_iter_dec: np.ndarray  # the decodes batched with it
+    start_delay_s: np.ndarray  # from reaching its server to the start of that iteration
+    arr_resid_s: np.ndarray  # what was left of its server's iteration in progress then
+    arr_queued: np.ndarray  # and the requests queued ahead of it
     time_s: np.ndarray
     completions: np.ndarray
     arrivals: np.ndarray
@@ -141,11 +146,19 @@ def server_states(frame: pd.DataFrame, skip_s: float = SKIP_S) -> ServerStates:
                 idx = np.searchsorted(t_o, dispatch[rows], side="left") - 1
                 k_o = np.where(idx >= 0, k_after[np.maximum(idx, 0)], 0)
                 k_min_other[rows] = np.minimum(k_min_other[rows], k_o)
+    start_delay = (
+        done["first_token_s"] - done["first_iteration_s"] - done["server_arrival_s"]
+    ).to_numpy(dtype=float)
     return ServerStates(
         k_own=k_own[keep],
         k_min_other=k_min_other[keep],
         ttft_s=done["ttft_s"].to_numpy(dtype=float)[keep],
         interactive=(done["cls"].to_numpy() == CLASS_INTERACTIVE)[keep],
+        first_iter_s=done["first_iteration_s"].to_numpy(dtype=float)[keep],
+        first_iter_dec=done["first_iteration_decodes"].to_numpy(dtype=float)[keep],
+        start_delay_s=start_delay[keep],
+        arr_resid_s=done["arrival_residual_s"].to_numpy(dtype=float)[keep],
+        arr_queued=done["arrival_queue_ahead"].to_numpy(dtype=float)[keep],
         time_s=time_s,
         completions=completions,
         arrivals=arrivals,
@@ -315,6 +328,9 @@ def engine_parts(st: ServerStates, interactive: np.ndarray, cap: int = CAP) -> d
         "p_wait": float(full[i].mean()),
         "wait_given_s": wait,
         "pre_s": float(np.nanmean(st.ttft_s[i & ~full])),
+        "own_iteration_s": float(np.nanmean(st.first_iter_s[i & ~full])),
+        "own_iteration_decodes": float(np.nanmean(st.first_iter_dec[i & ~full])),
+        "start_delay_s": float(np.nanmean(st.start_delay_s[i & ~full])),
         "after_wait_s": float(np.nanmean(st.ttft_s[i & full]) - wait),
         "ttft_mean_s": float(np.nanmean(st.ttft_s[i])),
     }
@@ -323,7 +339,8 @@ def engine_parts(st: ServerStates, interactive: np.ndarray, cap: int = CAP) -> d
 def pooled(states: list[ServerStates]) -> ServerStates:
     """Seeds pooled into one ``ServerStates``."""
     cat = {f: np.concatenate([getattr(s, f) for s in states])
-           for f in ("k_own", "k_min_other", "ttft_s", "interactive")}  # fmt: skip
+           for f in ("k_own", "k_min_other", "ttft_s", "interactive", "first_iter_s",
+                     "first_iter_dec", "start_delay_s", "arr_resid_s", "arr_queued")}  # fmt: skip
     add = {f: sum(getattr(s, f) for s in states) for f in ("time_s", "completions", "arrivals")}
     return ServerStates(**cat, **add, servers=states[0].servers)
 
@@ -390,6 +407,11 @@ def main() -> None:
             )
             + f"; engine after the wait {eng['after_wait_s']:.4f} s; model's minute backlog "
             f"{mod['other_s']:.4f} s"
+        )
+        print(
+            f"  interactive arrivals at a free slot: own (first-token) iteration "
+            f"{eng['own_iteration_s']:.4f} s with {eng['own_iteration_decodes']:.2f} decodes, "
+            f"started {eng['start_delay_s']:.4f} s after the request reached its server"
         )
 
 

@@ -82,6 +82,7 @@ from greenroute.sim.iteration.state import BLOCK_TOKENS_DEFAULT, MAX_BATCHED_TOK
 OUTCOME_FIELDS = (
     "region", "server", "dispatch", "t_reg", "t_first", "finish", "drop", "n_preempt",
     "prefill_tok", "recomp_tok", "decode_in", "out_tok", "tbt_sum", "tbt_max",
+    "first_iter_s", "first_iter_dec", "arr_resid_s", "arr_queued",
 )  # fmt: skip
 # log column -> outcome array
 _LOG_FIELDS = (
@@ -89,6 +90,8 @@ _LOG_FIELDS = (
     ("prefill_tokens", "prefill_tok"), ("recomputed_tokens", "recomp_tok"),
     ("decode_inputs", "decode_in"), ("output_tokens", "out_tok"), ("t_first_s", "t_first"),
     ("t_finish_s", "finish"), ("tbt_sum_s", "tbt_sum"), ("tbt_max_s", "tbt_max"),
+    ("first_iteration_s", "first_iter_s"), ("first_iteration_decodes", "first_iter_dec"),
+    ("arrival_residual_s", "arr_resid_s"), ("arrival_queue_ahead", "arr_queued"),
 )  # fmt: skip
 # per-epoch [R, E] figures from the accumulators
 EPOCH_FIELDS = (
@@ -227,6 +230,10 @@ class IterationBackend:
             setattr(self, k, np.zeros(n, dtype=np.int64))
         self.tbt_sum = np.zeros(n)
         self.tbt_max = np.zeros(n)
+        self.first_iter_s = np.full(n, np.nan)  # the iteration that produced the first token
+        self.first_iter_dec = np.full(n, np.nan)  # the decodes batched with it
+        self.arr_resid_s = np.full(n, np.nan)  # at its server: the iteration in progress's rest
+        self.arr_queued = np.full(n, np.nan)  # and the requests queued ahead
         self.carry = np.zeros(0, dtype=np.int64)  # dispatched, arriving after the epoch end
         self.acc_prev = np.zeros_like(self.st.acc)
         for k in EPOCH_FIELDS:

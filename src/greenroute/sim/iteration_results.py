@@ -144,10 +144,16 @@ def finalize_iteration(sim, be) -> RunResult:
         ).ravel()
     req_frame = None
     if sim.config.record_requests:
+        # per request beyond the outcome: when it reached its server, what it met there (the
+        # rest of the iteration in progress, the requests queued ahead) and the iteration that
+        # produced its first token (its seconds and the decodes batched with it)
         req_frame = request_frame(
             reqs, be, first_token_s=be.t_first, finish_s=be.finish, ttft_s=ttft, e2e_s=e2e,
             preemptions=be.n_preempt, prefill_tokens=be.prefill_tok,
             recomputed_tokens=be.recomp_tok, output_tokens_done=be.out_tok,
+            server_arrival_s=be.t_reg, first_iteration_s=be.first_iter_s,
+            first_iteration_decodes=be.first_iter_dec, arrival_residual_s=be.arr_resid_s,
+            arrival_queue_ahead=be.arr_queued,
         )  # fmt: skip
     res = _result(sim, metrics, frame, req_frame)
     res.extras["servers"] = server_frame(sim, be)

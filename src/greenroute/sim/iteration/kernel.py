@@ -82,7 +82,11 @@ EF_TFIRST = 1
 EF_TLAST = 2  # time of the last output token
 EF_TBT_SUM = 3
 EF_TBT_MAX = 4
-N_EF = 5
+EF_FIRST_ITER_S = 5  # duration of the iteration that produced the first token
+EF_FIRST_ITER_DEC = 6  # decodes batched with that iteration (its other members' tokens)
+EF_ARR_RESID_S = 7  # at arrival: time left of the server's iteration in progress (0: idle)
+EF_ARR_QUEUED = 8  # at arrival: requests queued ahead of it
+N_EF = 9
 # --- per-server accumulators acc[s, :]
 A_ITER = 0  # iterations run
 A_BUSY_S = 1  # seconds spent in iterations
@@ -138,7 +142,11 @@ LF_TFIRST = 1  # NaN if no token was produced
 LF_FINISH = 2  # NaN if dropped
 LF_TBT_SUM = 3
 LF_TBT_MAX = 4
-N_LF = 5
+LF_FIRST_ITER_S = 5  # NaN if no token was produced
+LF_FIRST_ITER_DEC = 6
+LF_ARR_RESID_S = 7
+LF_ARR_QUEUED = 8
+N_LF = 9
 
 
 # drop reasons: 0-4 as greenroute.sim.kernel (DROP_REASONS), plus the preemption bound
@@ -224,6 +232,10 @@ def _log(s, e, drop, t_finish, st):
     log_f[k, LF_FINISH] = t_finish
     log_f[k, LF_TBT_SUM] = ef[s, e, EF_TBT_SUM]
     log_f[k, LF_TBT_MAX] = ef[s, e, EF_TBT_MAX]
+    log_f[k, LF_FIRST_ITER_S] = ef[s, e, EF_FIRST_ITER_S]
+    log_f[k, LF_FIRST_ITER_DEC] = ef[s, e, EF_FIRST_ITER_DEC]
+    log_f[k, LF_ARR_RESID_S] = ef[s, e, EF_ARR_RESID_S]
+    log_f[k, LF_ARR_QUEUED] = ef[s, e, EF_ARR_QUEUED]
     log_n[0] = k + 1
 
 
@@ -382,12 +394,15 @@ def tbt_bin(gap):
 
 
 @njit(cache=True, inline="always")
-def _token_out(s, e, t, ei, ef, hist, t0, b0):
-    """Output a token of entry ``e`` at ``t`` (the end of an iteration that started at ``t0``;
-    ``b0`` = ``tbt_bin(t - t0)``, the gap of a request that also had a token at ``t0``)."""
+def _token_out(s, e, t, ei, ef, hist, t0, b0, n_dec):
+    """Output a token of entry ``e`` at ``t`` (the end of an iteration that started at ``t0``
+    and batched ``n_dec`` decodes; ``b0`` = ``tbt_bin(t - t0)``, the gap of a request that also
+    had a token at ``t0``)."""
     ei[s, e, EI_GEN] += 1
     if ei[s, e, EI_GEN] == 1:
         ef[s, e, EF_TFIRST] = t
+        ef[s, e, EF_FIRST_ITER_S] = t - t0
+        ef[s, e, EF_FIRST_ITER_DEC] = n_dec
     else:
         t_last = ef[s, e, EF_TLAST]
         gap = t - t_last
@@ -518,7 +533,7 @@ def _iterate(s, cfg, cost, st):
             ei[s, e, EI_DEC] = 0
             produced = True
         if produced:
-            _token_out(s, e, t_end, ei, ef, st[19], t_start, b_start)
+            _token_out(s, e, t_end, ei, ef, st[19], t_start, b_start, n_dec)
             acc[s, A_OUT_TOK] += 1.0
             if ei[s, e, EI_GEN] >= ei[s, e, EI_OUTPUT]:
                 blocks_free[s] += ei[s, e, EI_BLOCKS]
@@ -721,6 +736,10 @@ def enqueue(s, req, t, prompt, output, cfg, cost, st):
     ef[s, e, EF_TLAST] = np.nan
     ef[s, e, EF_TBT_SUM] = 0.0
     ef[s, e, EF_TBT_MAX] = 0.0
+    ef[s, e, EF_FIRST_ITER_S] = np.nan
+    ef[s, e, EF_FIRST_ITER_DEC] = np.nan
+    ef[s, e, EF_ARR_RESID_S] = max(clock[s] - t, 0.0)
+    ef[s, e, EF_ARR_QUEUED] = qlen[s]
     st[17][s] = -1
     cap = q.shape[1]
     q[s, (qhead[s] + qlen[s]) % cap] = e
@@ -744,6 +763,10 @@ def _drop_now(s, req, t, prompt, output, drop, st):
     log_f[k, LF_FINISH] = np.nan
     log_f[k, LF_TBT_SUM] = 0.0
     log_f[k, LF_TBT_MAX] = 0.0
+    log_f[k, LF_FIRST_ITER_S] = np.nan
+    log_f[k, LF_FIRST_ITER_DEC] = np.nan
+    log_f[k, LF_ARR_RESID_S] = np.nan
+    log_f[k, LF_ARR_QUEUED] = np.nan
     log_n[0] = k + 1
 
 

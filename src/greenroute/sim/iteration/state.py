@@ -20,8 +20,12 @@ import numpy as np
 
 from greenroute.core.errors import ConfigError
 from greenroute.sim.iteration.kernel import (
+    LF_ARR_QUEUED,
+    LF_ARR_RESID_S,
     LF_ARRIVE,
     LF_FINISH,
+    LF_FIRST_ITER_DEC,
+    LF_FIRST_ITER_S,
     LF_TBT_MAX,
     LF_TBT_SUM,
     LF_TFIRST,
@@ -222,6 +226,10 @@ class IterationState:
             "t_finish_s": lf[:, LF_FINISH].copy(),
             "tbt_sum_s": lf[:, LF_TBT_SUM].copy(),
             "tbt_max_s": lf[:, LF_TBT_MAX].copy(),
+            "first_iteration_s": lf[:, LF_FIRST_ITER_S].copy(),
+            "first_iteration_decodes": lf[:, LF_FIRST_ITER_DEC].copy(),
+            "arrival_residual_s": lf[:, LF_ARR_RESID_S].copy(),
+            "arrival_queue_ahead": lf[:, LF_ARR_QUEUED].copy(),
         }
         self.log_n[0] = 0
         return out
