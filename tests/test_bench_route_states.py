@@ -5,7 +5,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from greenroute.bench.route_states import K_MAX, engine_parts, server_states, summarise
+from greenroute.bench.route_states import (
+    K_MAX,
+    engine_parts,
+    free_slot_split,
+    server_states,
+    summarise,
+)
 from greenroute.data.requests import CLASS_DEFERRABLE, CLASS_INTERACTIVE
 
 
@@ -206,3 +212,23 @@ def test_free_arrival_residual_by_hand():
     # server 1 (1 and 3 ahead)
     assert r["queued_share"] == pytest.approx(3 / 8)
     assert r["prompts_ahead"] == pytest.approx(5 / 3)
+
+
+def test_free_slot_split_by_queue_ahead():
+    # interactive arrivals below the cap 2: A, B, D, E, F (C meets 2; H is deferrable). Give B
+    # and E a queue ahead (1 and 3 requests), a residual of 0.1 s (0.01 s for the others), and
+    # own iterations of 0.3 s (0.1 s for the others): start = TTFT - 0.05 - own
+    frame = _frame()
+    frame["arrival_queue_ahead"] = [0.0, 1.0, 0.0, 0.0, 3.0, 0.0, 0.0, 0.0]
+    frame["arrival_residual_s"] = np.where(frame["arrival_queue_ahead"] > 0, 0.1, 0.01)
+    frame["first_iteration_s"] = np.where(frame["arrival_queue_ahead"] > 0, 0.3, 0.1)
+    frame["first_token_s"] = frame["dispatch_s"] + 0.05 + frame["first_iteration_s"] + 0.2
+    f = free_slot_split(server_states(frame, skip_s=0.0), cap=2)
+    assert f["queued_share"] == pytest.approx(2 / 5)
+    assert f["queued_mean"] == pytest.approx(2.0)
+    assert f["start_s"] == pytest.approx(0.2)  # every start delay is 0.2 s here
+    assert f["own_s"] == pytest.approx((3 * 0.1 + 2 * 0.3) / 5)
+    assert (f["resid_q0_s"], f["resid_q_s"]) == pytest.approx((0.01, 0.1))
+    # per arrival: (0.2 - 0.1) x 2/5 of start beyond the residual, (0.3 - 0.1) x 2/5 of own
+    assert f["ahead_start_s"] == pytest.approx(0.04)
+    assert f["ahead_own_s"] == pytest.approx(0.08)

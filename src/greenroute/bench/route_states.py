@@ -336,6 +336,42 @@ def engine_parts(st: ServerStates, interactive: np.ndarray, cap: int = CAP) -> d
     }
 
 
+def free_slot_split(st: ServerStates, cap: int = CAP) -> dict:
+    """The TTFT of interactive arrivals that find their server below the cap (the fluid model's
+    fixed part ``pre`` less the network) split by what they met there: ``start_s`` (reaching the
+    server to the start of the iteration that produces the first token) and ``own_s`` (that
+    iteration), over all of them; the share that found requests queued ahead and how many
+    (``queued_share``, ``queued_mean``); the residual of the iteration in progress met with
+    nothing queued and with a queue (``resid_q0_s``, ``resid_q_s``); and what the queue ahead
+    costs per arrival: ``ahead_start_s`` (the start delay beyond the residual: iterations of
+    their own for prompts that do not fit) and ``ahead_own_s`` (the own iteration beyond that of
+    arrivals with nothing queued: prompts that share it), both times ``queued_share``."""
+    i = st.interactive & (st.k_own < cap)
+    q = st.arr_queued[i]
+    r = st.arr_resid_s[i]
+    start = st.start_delay_s[i]
+    own = st.first_iter_s[i]
+    q0 = q == 0
+    share = float((~q0).mean()) if q.size else float("nan")
+
+    def mean(x, sel):
+        return float(np.nanmean(x[sel])) if np.any(sel) else float("nan")
+
+    queued_start = mean(start, ~q0) - mean(r, ~q0) if share > 0 else 0.0
+    queued_own = mean(own, ~q0) - mean(own, q0) if share > 0 else 0.0
+    return {
+        "start_s": mean(start, np.ones_like(q0)),
+        "own_s": mean(own, np.ones_like(q0)),
+        "queued_share": share,
+        "queued_mean": mean(q, ~q0) if share > 0 else 0.0,
+        "resid_q0_s": mean(r, q0),
+        "resid_q_s": mean(r, ~q0) if share > 0 else 0.0,
+        "own_q0_s": mean(own, q0),
+        "ahead_start_s": share * queued_start,
+        "ahead_own_s": share * queued_own,
+    }
+
+
 def pooled(states: list[ServerStates]) -> ServerStates:
     """Seeds pooled into one ``ServerStates``."""
     cat = {f: np.concatenate([getattr(s, f) for s in states])
@@ -408,10 +444,15 @@ def main() -> None:
             + f"; engine after the wait {eng['after_wait_s']:.4f} s; model's minute backlog "
             f"{mod['other_s']:.4f} s"
         )
+        fs = free_slot_split(st)
         print(
-            f"  interactive arrivals at a free slot: own (first-token) iteration "
-            f"{eng['own_iteration_s']:.4f} s with {eng['own_iteration_decodes']:.2f} decodes, "
-            f"started {eng['start_delay_s']:.4f} s after the request reached its server"
+            f"  interactive arrivals below the cap: start {fs['start_s']:.4f} s after reaching "
+            f"the server, own (first-token) iteration {fs['own_s']:.4f} s with "
+            f"{eng['own_iteration_decodes']:.2f} decodes; {fs['queued_share']:.4f} find "
+            f"{fs['queued_mean']:.2f} queued ahead (residual met {fs['resid_q_s']:.4f} s, "
+            f"{fs['resid_q0_s']:.4f} s with none); the queue ahead costs "
+            f"{fs['ahead_start_s']:.4f} s of start and {fs['ahead_own_s']:.4f} s of own "
+            f"iteration per arrival (own iteration with none queued {fs['own_q0_s']:.4f} s)"
         )
 
 
