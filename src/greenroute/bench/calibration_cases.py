@@ -1,5 +1,7 @@
 """The fluid-vs-iteration-engine calibration cases of issue 8, each with the number of seeds its
-verdict needs: ``python -m greenroute.bench.calibration_cases [--cases a,b] [--seeds N]``.
+verdict needs: ``python -m greenroute.bench.calibration_cases [--cases a,b] [--seeds N]
+[--engine-cache]`` (the last keeps the engine's figures on disk, so that a rerun after editing
+only the fluid model's TTFT modules skips the engine: ``engine_metrics``).
 
 A case runs the iteration engine (``fidelity="request"``) and the fluid model of iteration
 servers on the same scenario and seed (a quarter day, flat load, local-only geo policy) and
@@ -22,8 +24,10 @@ rounded up, at least 8.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -31,8 +35,10 @@ from greenroute.bench.calibrate import (
     calibration_scenario,
     demo_like,
     local_run_metrics,
+    local_simulation,
     mix_sustainable_rps,
 )
+from greenroute.data import cache
 from greenroute.data.workload import DEFAULT_RATE_NOISE_SIGMA
 from greenroute.sim.cluster import uniform_cluster
 from greenroute.sim.scenario import Scenario
@@ -167,14 +173,61 @@ def paired_error(reference: np.ndarray, model: np.ndarray) -> tuple[float, float
     return ratio - 1.0, float(resid.std(ddof=1) / math.sqrt(ref.size))
 
 
+# The fluid model's TTFT modules. A run of the iteration engine never imports them (a test runs
+# one in a fresh process and checks), so editing them cannot change an engine figure: the
+# engine cache below leaves them out of its key.
+FLUID_ONLY_MODULES = (
+    "sim/fluid_iteration_core.py",
+    "sim/fluid_iteration_kernel.py",
+    "sim/fluid_noise_backlog.py",
+    "sim/fluid_route_wait.py",
+    "sim/fluid_split_chain.py",
+)
+ENGINE_CACHE_VERSION = 1
+
+
+def engine_metrics(case: CalibrationCase, seed: int, cached: bool = False) -> dict[str, float]:
+    """The iteration engine's ``METRICS`` for ``case`` and ``seed``. ``cached``: read from and
+    written to greenroute's disk cache (``data/cache.py``; off with ``GREENROUTE_NO_CACHE=1``)
+    under a key of the case, the seed, the input files' checksums, this module's and
+    ``calibrate.py``'s source and every simulation module but ``FLUID_ONLY_MODULES``: a
+    fluid-model experiment reruns only the fluid side."""
+    sim = local_simulation(case.scenario(), "request", "iteration", case.local, seed)
+
+    def run() -> dict[str, float]:
+        metrics = sim.run().metrics
+        return {k: float(metrics[k]) for k in METRICS}
+
+    if not cached:
+        return run()
+    here = Path(__file__).resolve().parent
+    src = "".join((here / f).read_text(encoding="utf-8")
+                  for f in ("calibrate.py", "calibration_cases.py"))  # fmt: skip
+    key = cache.make_key(
+        "calibration-engine", ENGINE_CACHE_VERSION, cache.code_fingerprint(FLUID_ONLY_MODULES),
+        hashlib.sha256(src.encode("utf-8")).hexdigest(), repr(case), seed,
+        sorted(sim.prep.input_files.items()),
+    )  # fmt: skip
+    hit = cache.load_json("calibration", key)
+    if hit is not None and set(hit) == set(METRICS):
+        return {k: float(hit[k]) for k in METRICS}
+    out = run()
+    cache.store_json("calibration", key, out)
+    return out
+
+
 def case_errors(
-    case: CalibrationCase, seeds: int | None = None, fluid_model: str = "iteration"
+    case: CalibrationCase,
+    seeds: int | None = None,
+    fluid_model: str = "iteration",
+    engine_cache: bool = False,
 ) -> dict[str, tuple[float, float]]:
     """Per metric ``(error, standard error)`` of the fluid model against the iteration engine
-    over seeds ``0 .. n-1`` (``n`` = ``seeds`` or the case's own count)."""
+    over seeds ``0 .. n-1`` (``n`` = ``seeds`` or the case's own count); ``engine_cache``:
+    the engine's figures through ``engine_metrics``' cache."""
     sc = case.scenario()
     n = case.seeds if seeds is None else seeds
-    eng = [local_run_metrics(sc, "request", "iteration", case.local, s) for s in range(n)]
+    eng = [engine_metrics(case, s, engine_cache) for s in range(n)]
     flu = [local_run_metrics(sc, "fluid", fluid_model, case.local, s) for s in range(n)]
     return {
         k: paired_error(np.array([m[k] for m in eng]), np.array([m[k] for m in flu]))
@@ -186,6 +239,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per case (default: own)")
+    parser.add_argument(
+        "--engine-cache",
+        action="store_true",
+        help="keep the engine's figures in the disk cache (keyed by all simulation code but "
+        "the fluid model's TTFT modules): reruns after a fluid-model edit skip the engine",
+    )
     args = parser.parse_args()
     by_name = {c.name: c for c in ALL_CASES}
     names = [n for n in args.cases.split(",") if n] or list(by_name)
@@ -195,7 +254,7 @@ def main() -> None:
     print("case\tseeds\tcarbon\tenergy\tmean TTFT (error +- paired standard error)")
     for name in names:
         case = by_name[name]
-        err = case_errors(case, args.seeds)
+        err = case_errors(case, args.seeds, engine_cache=args.engine_cache)
         n = case.seeds if args.seeds is None else args.seeds
         cells = [f"{100 * e:+.2f} +- {100 * s:.2f} %" for e, s in err.values()]
         print(name, n, *cells, sep="\t", flush=True)

@@ -152,12 +152,12 @@ SIMULATION_CODE = ("core", "catalog", "data", "physics", "constraints.py", "sim"
                    "policies/local.py")  # fmt: skip
 
 
-def code_fingerprint() -> str:
+def code_fingerprint(exclude: tuple[str, ...] = ()) -> str:
     """SHA-256 over the source and embedded data files of :data:`SIMULATION_CODE`: derived
     figures (such as the objective's reference scales) are recomputed whenever that code
-    changes."""
-    global _CODE_FP
-    if _CODE_FP is None:
+    changes. ``exclude``: files (paths under the package, e.g. ``"sim/fluid_route_wait.py"``)
+    left out, for figures that provably do not run them."""
+    if exclude not in _CODE_FP:
         root = Path(__file__).resolve().parent.parent
         h = hashlib.sha256()
         files = sorted(
@@ -165,15 +165,16 @@ def code_fingerprint() -> str:
             for part in SIMULATION_CODE
             for p in ([root / part] if part.endswith(".py") else (root / part).rglob("*"))
             if p.is_file() and p.suffix in (".py", ".json", ".npz", ".csv")
-        )
+            and p.relative_to(root).as_posix() not in exclude
+        )  # fmt: skip
         for p in files:
             h.update(str(p.relative_to(root)).encode("utf-8"))
             h.update(p.read_bytes())
-        _CODE_FP = h.hexdigest()
-    return _CODE_FP
+        _CODE_FP[exclude] = h.hexdigest()
+    return _CODE_FP[exclude]
 
 
-_CODE_FP: str | None = None
+_CODE_FP: dict[tuple[str, ...], str] = {}
 
 
 # ---------------------------------------------------------------------------------------------
