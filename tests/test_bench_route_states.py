@@ -93,10 +93,12 @@ def test_engine_parts_read_interactive_arrivals():
     assert e["p_wait"] == pytest.approx(1 / 6)  # C of A-F
     assert e["wait_given_s"] == pytest.approx(1.0)  # Little over all arrivals
     assert e["pre_s"] == pytest.approx(np.mean([0.1, 0.2, 0.4, 0.5, 0.6]))  # H left out
-    assert e["own_iteration_s"] == pytest.approx(np.mean([0.01, 0.02, 0.04, 0.05, 0.06]))
-    assert e["own_iteration_decodes"] == pytest.approx(np.mean([0, 1, 3, 4, 5]))  # G dropped
+    # the same arrivals split by free_slot_split (every one found the cap's room, C did not)
+    f = free_slot_split(st, cap=2)
+    assert f["own_s"] == pytest.approx(np.mean([0.01, 0.02, 0.04, 0.05, 0.06]))
+    assert f["own_decodes"] == pytest.approx(np.mean([0, 1, 3, 4, 5]))  # G dropped
     # TTFT - 0.05 - TTFT / 10 for A, B, D, E, F
-    assert e["start_delay_s"] == pytest.approx(np.mean([0.09, 0.18, 0.36, 0.45, 0.54]) - 0.05)
+    assert f["start_s"] == pytest.approx(np.mean([0.09, 0.18, 0.36, 0.45, 0.54]) - 0.05)
     assert e["after_wait_s"] == pytest.approx(0.3 - 1.0)
     assert e["ttft_mean_s"] == pytest.approx(0.35)
 

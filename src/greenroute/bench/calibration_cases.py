@@ -24,6 +24,7 @@ rounded up, at least 8.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import math
 from dataclasses import dataclass, replace
@@ -186,6 +187,17 @@ FLUID_ONLY_MODULES = (
 ENGINE_CACHE_VERSION = 1
 
 
+@functools.cache
+def _bench_source_sha256() -> str:
+    """SHA-256 of the source that builds a calibration case's run (``calibrate.py`` and this
+    module), read once per process."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for name in ("calibrate.py", "calibration_cases.py"):
+        h.update((here / name).read_bytes())
+    return h.hexdigest()
+
+
 def engine_metrics(case: CalibrationCase, seed: int, cached: bool = False) -> dict[str, float]:
     """The iteration engine's ``METRICS`` for ``case`` and ``seed``. ``cached``: read from and
     written to greenroute's disk cache (``data/cache.py``; off with ``GREENROUTE_NO_CACHE=1``)
@@ -200,13 +212,9 @@ def engine_metrics(case: CalibrationCase, seed: int, cached: bool = False) -> di
 
     if not cached:
         return run()
-    here = Path(__file__).resolve().parent
-    src = "".join((here / f).read_text(encoding="utf-8")
-                  for f in ("calibrate.py", "calibration_cases.py"))  # fmt: skip
     key = cache.make_key(
         "calibration-engine", ENGINE_CACHE_VERSION, cache.code_fingerprint(FLUID_ONLY_MODULES),
-        hashlib.sha256(src.encode("utf-8")).hexdigest(), repr(case), seed,
-        sorted(sim.prep.input_files.items()),
+        _bench_source_sha256(), repr(case), seed, sorted(sim.prep.input_files.items()),
     )  # fmt: skip
     hit = cache.load_json("calibration", key)
     if hit is not None and set(hit) == set(METRICS):

@@ -328,9 +328,6 @@ def engine_parts(st: ServerStates, interactive: np.ndarray, cap: int = CAP) -> d
         "p_wait": float(full[i].mean()),
         "wait_given_s": wait,
         "pre_s": float(np.nanmean(st.ttft_s[i & ~full])),
-        "own_iteration_s": float(np.nanmean(st.first_iter_s[i & ~full])),
-        "own_iteration_decodes": float(np.nanmean(st.first_iter_dec[i & ~full])),
-        "start_delay_s": float(np.nanmean(st.start_delay_s[i & ~full])),
         "after_wait_s": float(np.nanmean(st.ttft_s[i & full]) - wait),
         "ttft_mean_s": float(np.nanmean(st.ttft_s[i])),
     }
@@ -339,13 +336,14 @@ def engine_parts(st: ServerStates, interactive: np.ndarray, cap: int = CAP) -> d
 def free_slot_split(st: ServerStates, cap: int = CAP) -> dict:
     """The TTFT of interactive arrivals that find their server below the cap (the fluid model's
     fixed part ``pre`` less the network) split by what they met there: ``start_s`` (reaching the
-    server to the start of the iteration that produces the first token) and ``own_s`` (that
-    iteration), over all of them; the share that found requests queued ahead and how many
-    (``queued_share``, ``queued_mean``); the residual of the iteration in progress met with
-    nothing queued and with a queue (``resid_q0_s``, ``resid_q_s``); and what the queue ahead
-    costs per arrival: ``ahead_start_s`` (the start delay beyond the residual: iterations of
-    their own for prompts that do not fit) and ``ahead_own_s`` (the own iteration beyond that of
-    arrivals with nothing queued: prompts that share it), both times ``queued_share``."""
+    server to the start of the iteration that produces the first token), ``own_s`` (that
+    iteration) and ``own_decodes`` (the decodes batched with it), over all of them; the share
+    that found requests queued ahead and how many (``queued_share``, ``queued_mean``); the
+    residual of the iteration in progress met with nothing queued and with a queue
+    (``resid_q0_s``, ``resid_q_s``); and what the queue ahead costs per arrival:
+    ``ahead_start_s`` (the start delay beyond the residual: iterations of their own for prompts
+    that do not fit) and ``ahead_own_s`` (the own iteration beyond that of arrivals with nothing
+    queued: prompts that share it), both times ``queued_share``."""
     i = st.interactive & (st.k_own < cap)
     q = st.arr_queued[i]
     r = st.arr_resid_s[i]
@@ -362,6 +360,7 @@ def free_slot_split(st: ServerStates, cap: int = CAP) -> dict:
     return {
         "start_s": mean(start, np.ones_like(q0)),
         "own_s": mean(own, np.ones_like(q0)),
+        "own_decodes": mean(st.first_iter_dec[i], np.ones_like(q0)),
         "queued_share": share,
         "queued_mean": mean(q, ~q0) if share > 0 else 0.0,
         "resid_q0_s": mean(r, q0),
@@ -448,7 +447,7 @@ def main() -> None:
         print(
             f"  interactive arrivals below the cap: start {fs['start_s']:.4f} s after reaching "
             f"the server, own (first-token) iteration {fs['own_s']:.4f} s with "
-            f"{eng['own_iteration_decodes']:.2f} decodes; {fs['queued_share']:.4f} find "
+            f"{fs['own_decodes']:.2f} decodes; {fs['queued_share']:.4f} find "
             f"{fs['queued_mean']:.2f} queued ahead (residual met {fs['resid_q_s']:.4f} s, "
             f"{fs['resid_q0_s']:.4f} s with none); the queue ahead costs "
             f"{fs['ahead_start_s']:.4f} s of start and {fs['ahead_own_s']:.4f} s of own "

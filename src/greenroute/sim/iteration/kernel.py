@@ -711,11 +711,11 @@ def enqueue(s, req, t, prompt, output, cfg, cost, st):
     if drop != DROP_NONE:
         _drop_now(s, req, t, prompt, output, drop, st)
         return drop
+    resid = max(clock[s] - t, 0.0)  # the rest of the iteration in progress (0: idle)
     if nrun[s] < cfg[2][s]:  # a free slot
         acc = st[12]
         if qlen[s] == 0:  # and nothing queued ahead
             acc[s, A_ARR_FREE] += 1.0
-            resid = clock[s] - t
             if resid > 0.0:
                 acc[s, A_ARR_FREE_RESID_S] += resid
                 if acc[s, A_LAST_PF] > 0.0:
@@ -738,7 +738,7 @@ def enqueue(s, req, t, prompt, output, cfg, cost, st):
     ef[s, e, EF_TBT_MAX] = 0.0
     ef[s, e, EF_FIRST_ITER_S] = np.nan
     ef[s, e, EF_FIRST_ITER_DEC] = np.nan
-    ef[s, e, EF_ARR_RESID_S] = max(clock[s] - t, 0.0)
+    ef[s, e, EF_ARR_RESID_S] = resid
     ef[s, e, EF_ARR_QUEUED] = qlen[s]
     st[17][s] = -1
     cap = q.shape[1]
