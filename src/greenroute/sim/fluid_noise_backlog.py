@@ -2,7 +2,9 @@
 of iteration servers (``fluid_iteration_kernel.iteration_epoch``): Lindley's recursion over
 noise periods by Spitzer's identity (``lookback_lindley_mean``): each epoch's minutes
 conditioned on its realised count, windows that look back over the epochs before,
-arrival-weighted within the minute. Checked against direct simulations in
+arrival-weighted within the minute, with the share of arrivals that meet a backlog; and how an
+arrival's wait combines that backlog with the slot wait (``wait_with_backlog``: the larger of
+the two, not their sum). Checked against direct simulations in
 ``tests/test_fluid_noise_backlog.py``, which also keeps the stationary backlog at one rate that
 it replaced (``lindley_lognormal_mean``, the model until 2026-11-27) as a yardstick.
 """
@@ -78,11 +80,18 @@ def _skewed_call(mean, var, k3, strike, v_g, z, wq):
 
 @njit(cache=True)
 def lookback_lindley_mean(hu, hv, sig, period, k, z, wq):
-    """Arrival-weighted mean over the current epoch's ``k`` minutes of the minute-to-minute
-    backlog: W = max(0, max_n S_n) at a minute's end, S_n the sum of the last ``n`` minutes'
-    X = (u m - 1) ``period`` + G, with the utilisation ``hu[j]`` and the queue's own per-minute
-    variance ``hv[j]`` (s^2) of the epoch ``j`` back (0 the current one), ``m`` a mean-one
-    lognormal of log-sd ``sig`` (iid per minute, ``data.workload``), G Gaussian.
+    """The mean of ``lookback_lindley``."""
+    return lookback_lindley(hu, hv, sig, period, k, z, wq)[0]
+
+
+@njit(cache=True)
+def lookback_lindley(hu, hv, sig, period, k, z, wq):
+    """``(mean, share)``: the arrival-weighted mean over the current epoch's ``k`` minutes of
+    the minute-to-minute backlog: W = max(0, max_n S_n) at a minute's end, S_n the sum of the
+    last ``n`` minutes' X = (u m - 1) ``period`` + G, with the utilisation ``hu[j]`` and the
+    queue's own per-minute variance ``hv[j]`` (s^2) of the epoch ``j`` back (0 the current
+    one), ``m`` a mean-one lognormal of log-sd ``sig`` (iid per minute, ``data.workload``), G
+    Gaussian.
 
     * At the minutes' ends, Spitzer's series E[W] = sum_n E[S_n^+] / n (exact for iid steps)
       over look-back windows that reach into earlier epochs: near saturation the backlog relaxes
@@ -121,7 +130,7 @@ def lookback_lindley_mean(hu, hv, sig, period, k, z, wq):
     # any window the series sums), leaves nothing measurable; the later terms fall faster
     c1, _ = _skewed_call(a_max, a_max * a_max * sm2, a_max**3 * k3m, period, v_top, z, wq)
     if c1 < LOOKBACK_NEGLIGIBLE_S:
-        return 0.0
+        return 0.0, 0.0
     s_c = sig * math.sqrt(1.0 - 1.0 / k)
     sd_c = math.sqrt(hv[0] * (1.0 - 1.0 / k))
     # the current minute's X over the nodes of its multiplier and of G, arrival-weighted (the
@@ -140,6 +149,7 @@ def lookback_lindley_mean(hu, hv, sig, period, k, z, wq):
             ws[n_x] = wq[i] * wq[q] * m
             n_x += 1
     total = 0.0
+    total_p = 0.0
     for t in range(1, k + 1):
         b = 0.0  # E[W] at the end of minute t
         log_p0 = 0.0  # -ln P(W = 0)
@@ -171,17 +181,44 @@ def lookback_lindley_mean(hu, hv, sig, period, k, z, wq):
         p0 = math.exp(-log_p0)
         theta = b / (1.0 - p0) if p0 < 1.0 else 0.0
         num = 0.0
+        num_p = 0.0
         for i in range(n_x):
             x = xs[i]
             if b == 0.0 and x <= 0.0:
                 continue
             avg = 0.0
+            avg_p = 0.0
             for a in range(2):
                 c = GL2_X[a] * x
-                if c >= 0.0:
+                if c > 0.0:
                     avg += 0.5 * (b + c)
+                    avg_p += 0.5
+                elif c == 0.0:
+                    avg += 0.5 * b
+                    avg_p += 0.5 * (1.0 - p0)
                 elif theta > 0.0:
                     avg += 0.5 * (1.0 - p0) * theta * math.exp(c / theta)
+                    avg_p += 0.5 * (1.0 - p0) * math.exp(c / theta)
             num += ws[i] * avg
+            num_p += ws[i] * avg_p
         total += num / den
-    return total / k
+        total_p += num_p / den
+    return total / k, total_p / k
+
+
+@njit(cache=True)
+def wait_with_backlog(pw, cond, extra, busy):
+    """Mean wait of an arrival given the slot wait (``P(wait)`` ``pw``, mean ``cond`` given
+    waiting) and the minute backlog's mean ``extra`` with ``busy`` the share of arrivals that
+    meet one: ``E[max(W_b, W_s)]`` for independent ``W_s`` (0, or exponential of mean ``cond``
+    with chance ``pw``: Erlang C's wait given waiting) and ``W_b`` (0, or exponential of mean
+    ``extra / busy``: the backlog's law above its atom, as ``lookback_lindley`` takes it). An
+    arrival that meets a backlog waits for it to clear, and the slot wait it would have met
+    without one only beyond it: ``extra + pw cond (1 - busy theta / (theta + cond))``, ``theta =
+    extra / busy``. ``busy`` 0: the plain sum."""
+    b = min(max(busy, 0.0), 1.0)
+    base = pw * cond
+    if not b > 0 or not extra > 0:
+        return base + max(extra, 0.0)
+    theta = extra / b
+    return extra + base * (1.0 - b * theta / (theta + cond))
