@@ -92,24 +92,11 @@ def test_fluid_matches_iteration_engine_on_three_regions(case):
 
 
 # 40 % deferrable over 2 servers at 85 % (+8.5 %) passes since the count law over N servers
-# (2026-11-27: +4.7 +- 1.7 %); over 4 servers at 75 % it moved from -4.8 % to -5.3 % and fails
-MIX_XFAIL = {
-    "m40_4_75": "40 % deferrable, least-loaded over 4 servers at 75 %: TTFT -5.3 +- 0.4 % "
-    "(-4.8 % before the count law over N servers of the seventh session, -20.1 % before "
-    "the count law). Request-frame probe (bench/route_states.py, 2 seeds): P(meets the cap) "
-    "0.114 against 0.145 and the wait given full 0.37 against 0.50 s. Least-loaded sends an "
-    "arrival to a full server with no queue 2.3 times as often as its time share (it runs "
-    "decode iterations only, so its score drains fastest), so the arrivals meet the cap more "
-    "often than the time average, which is all Erlang C gives (docs/fluid_iteration_gap.md, "
-    "'The count law over N servers'); and Erlang C's own inputs are off there: the running "
-    "count 5.8 % low, the spread 14 % high ('What least-loaded's P rests on, measured at load')",
-    "m17_8_85": "the demo's class mix over 8 servers at 85 %: TTFT -11.1 +- 0.4 % (-37.5 % "
-    "before the count law; 4 servers at 75 %: -1.4 %). Request-frame probe (2 seeds): P(meets "
-    "the cap) 0.315 against 0.329, the wait given full 33 % short (0.355 against 0.533 s: "
-    "least-loaded picks by work, so an arrival queues on its own full server while another "
-    "has a free slot), the residual charged twice to waiting arrivals (+5.6 %); "
-    "docs/fluid_iteration_gap.md, 'Least-loaded above the cap from the request frame')",
-}
+# (2026-11-27: +4.7 +- 1.7 %); 40 % deferrable over 4 servers at 75 % (-5.3 %) and the demo's class mix over 8 servers at 85 %
+# (-11.1 %) pass since least-loaded's wait given full counts its own server's first completion
+# (sooner: the router picked it by its low work) and the queue the router feeds there
+# (2026-11-28: -4.1 / -4.5 %)
+MIX_XFAIL: dict[str, str] = {}
 
 
 @pytest.mark.slow

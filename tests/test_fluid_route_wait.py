@@ -66,16 +66,23 @@ def test_slot_occupancy_holds_the_prompt_in_its_prefill_iteration():
 
 def test_wait_given_full_pooled_with_the_own_server_floor():
     # 2 servers of 32 slots, 24.93 held, 2.43 arrivals/s each: a full server completes
-    # 32 x 2.43 / 24.93 = 3.11913/s; pooled M/M/64: 1 / (2 (3.11913 - 2.43)) = 0.72555 s
+    # mu = 32 x 2.43 / 24.93 = 3.11913/s; pooled M/M/64: 1 / (2 (3.11913 - 2.43)) = 0.72555 s
     rate = 32 * 2.43 / 24.93
-    assert RW.wait_given_full(2, 32.0, 24.93, 2.43) == pytest.approx(
-        1.0 / (2 * (rate - 2.43)), rel=1e-12
-    )
-    assert RW.wait_given_full(2, 32.0, 24.93, 2.43) == pytest.approx(0.72555, abs=1e-5)
-    # 8 servers: the pooled 0.18139 s is below the own server's next completion 1 / 3.11913
-    assert RW.wait_given_full(8, 32.0, 24.93, 2.43) == pytest.approx(1.0 / rate, rel=1e-12)
-    # saturated (a full server completes no faster than its arrivals): the own completion
-    assert RW.wait_given_full(2, 32.0, 32.0, 2.43) == pytest.approx(1.0 / 2.43, rel=1e-12)
+    pooled = 1.0 / (2 * (rate - 2.43))
+    assert pooled == pytest.approx(0.72555, abs=1e-5)
+    # its own server: first completion (24.93 / 32) / mu = 0.249769 s, then the M/M/1 queue fed
+    # at 0.5 x 2.43: 1.215 / (3.11913 x 1.90413) = 0.204571 s; 0.454340 s in all
+    own = (24.93 / 32) / rate + 0.5 * 2.43 / (rate * (rate - 0.5 * 2.43))
+    assert own == pytest.approx(0.454340, abs=1e-6)
+    assert RW.wait_given_full(2, 32.0, 24.93, 2.43, 0.5) == pytest.approx(pooled, rel=1e-12)
+    # 8 servers: the pooled 0.18139 s is below the own server's wait
+    assert RW.wait_given_full(8, 32.0, 24.93, 2.43, 0.5) == pytest.approx(own, rel=1e-12)
+    # no queue fed there: the first completion alone
+    assert RW.wait_given_full(8, 32.0, 24.93, 2.43, 0.0) == pytest.approx(0.249769, abs=1e-6)
+    # saturated (a full server completes no faster than its arrivals): its first completion, 1 /
+    # 2.43 at n = S, with or without a queue that does not drain (the backlog takes over)
+    assert RW.wait_given_full(2, 32.0, 32.0, 2.43, 0.0) == pytest.approx(1.0 / 2.43, rel=1e-12)
+    assert RW.wait_given_full(2, 32.0, 32.0, 2.43, 1.0) == pytest.approx(1.0 / 2.43, rel=1e-12)
 
 
 def test_hayward_wait_at_unit_peakedness_is_allen_cunneen():
@@ -115,7 +122,7 @@ def test_routed_wait_solves_its_fixed_point():
     ll, lc = RW.ROUTE_LEAST_LOADED, RW.ROUTE_LEAST_CONNECTIONS
     s, n, lam, scv, cv, stall = 32.0, 24.0, 2.4, 0.6, 0.8, 0.27
     mu, cs2 = 2.8, 0.5  # the saturated rate and its cycle's SCV
-    pw, cond, z = RW.routed_wait(ll, 2, s, n, lam, scv, cv, stall, mu, cs2)
+    pw, cond, z = RW.routed_wait(ll, 2, s, n, lam, scv, cv, stall, mu, cs2, 0.4)
     # only prompts admitted on arrival stall: z is the peakedness at stall x (1 - P(wait at z))
     assert z == pytest.approx(RW.route_peakedness(ll, 2, cv, scv, stall * (1.0 - pw)), rel=1e-7)
     lo = RW.route_peakedness(ll, 2, cv, scv, 0.0)
@@ -123,13 +130,13 @@ def test_routed_wait_solves_its_fixed_point():
     assert lo < z < hi
     # P(wait) by Hayward at z; least-loaded's wait given waiting is the pooled one
     assert pw == pytest.approx(RW.hayward_mgs(s, n, lam, scv, z)[0], rel=1e-12)
-    assert cond == pytest.approx(RW.wait_given_full(2, s, n, lam), rel=1e-12)
+    assert cond == pytest.approx(RW.wait_given_full(2, s, n, lam, 0.4), rel=1e-12)
     # least-connections: Hayward's P(wait) at its own peakedness, the pooled G/G/N wait
-    pw_c, cond_c, z_c = RW.routed_wait(lc, 2, s, n, lam, scv, cv, stall, mu, cs2)
+    pw_c, cond_c, z_c = RW.routed_wait(lc, 2, s, n, lam, scv, cv, stall, mu, cs2, 0.4)
     assert pw_c == pytest.approx(RW.hayward_mgs(s, n, lam, scv, z_c)[0], rel=1e-12)
     assert cond_c == pytest.approx(0.75 / (2 * 0.4), rel=1e-12)
     # no stall: the bracket is one point
-    pw0, _, z0 = RW.routed_wait(ll, 2, s, n, lam, scv, cv, 0.0, mu, cs2)
+    pw0, _, z0 = RW.routed_wait(ll, 2, s, n, lam, scv, cv, 0.0, mu, cs2, 0.4)
     assert z0 == pytest.approx(lo, rel=1e-12)
     assert pw0 == pytest.approx(RW.hayward_mgs(s, n, lam, scv, lo)[0], rel=1e-9)
 

@@ -220,7 +220,7 @@ def iteration_epoch(
                                        k_split, stall, mu_sat, cs2)  # fmt: skip
         pw[g], cond[g], _ = _slot_wait(g, k_split, route, lam, lam_tot, 1.0, n, tau_sum, tab,
                                        types, tau, adv, decode, st, s, z_split, n_srv, scv,
-                                       cv, mu_sat, cs2)  # fmt: skip
+                                       cv, mu_sat, cs2, share_q)  # fmt: skip
         if not sig > 0 or not u > 0:
             continue
         # minute rate noise (lognormal multiplier, Gauss-Hermite nodes weighted by arrivals).
@@ -269,7 +269,7 @@ def iteration_epoch(
                 continue
             pw_k, cond_k, z_k = _slot_wait(g, k_split, route, lam, lam_tot, m_eff, n_k, pf_k,
                                            tab, types, tau, adv, decode, st, s, z_split, n_srv,
-                                           scv, cv, mu_sat, cs2)  # fmt: skip
+                                           scv, cv, mu_sat, cs2, share_q)  # fmt: skip
             # An underloaded minute starts near the mean rate's wait and relaxes toward its own
             # stationary wait: over the minute it covers the share 1 - tau/T (1 - exp(-T/tau))
             # of the way (the time average of 1 - exp(-t/tau)); at peakedness z (Hayward: S / z
@@ -327,7 +327,7 @@ def _avoided_residual(busy_pf, tau2_sum, d):
 @njit(cache=True)
 def _slot_wait(
     g, k_split, route, lam, lam_base, mult, n_r, busy_pf, tab, types, tau, adv, decode, st, s,
-    z_split, n_srv, scv, cv, mu_sat, cs2,
+    z_split, n_srv, scv, cv, mu_sat, cs2, share_q,
 ):  # fmt: skip
     """Stationary slot wait ``(P(wait), mean wait given waiting, z)`` of group ``g`` at ``mult``
     times the rate ``lam_base`` (``lam`` already at that rate, ``n_r`` running decodes and a
@@ -344,7 +344,7 @@ def _slot_wait(
     if route > 0:
         stall = stall_share(g, n_r, lam, types, tau, adv, decode, st)
         n_w = min(slot_occupancy(n_r, busy_pf), s)
-        return routed_wait(route, n_srv, s, n_w, lam_r, scv, cv, stall, mu_sat, cs2)
+        return routed_wait(route, n_srv, s, n_w, lam_r, scv, cv, stall, mu_sat, cs2, share_q)
     den = s * lam_r / max(n_r, 1e-12) - lam_r
     return erlang_c(s, n_r), (1.0 / den if den > 0 else 0.0) * (1.0 + scv) / 2.0, 1.0
 

@@ -38,8 +38,15 @@ Waits of least-loaded (``routed_wait``), each checked against the engine's own:
 * Wait given waiting: the router counts a queued prompt's work, so the queue in front of full
   slots is shared as in one pooled queue of ``N S`` slots (M/M/NS, the completions of ``S``
   requests of spread ages being close to Poisson), but a waiting prompt needs a slot of its own
-  server, so it waits at least that server's next completion: ``max(1 / (N (S lam / n - lam)),
-  n / (S lam))`` (``wait_given_full``).
+  server, so it waits at least for that server to admit it: its next completion, which comes
+  sooner than a full server's mean gap ``1 / mu`` (``mu = S lam / n``) because the router picked
+  it by its low work (the common level's work held by ``S`` requests instead of ``n``, so ``n /
+  S`` of the usual remaining work each: for exponential remaining work the first of them ends
+  after ``(n / S) / mu``; engine 0.70-0.87 / mu over 2-16 servers and the class mixes, ``n / S``
+  0.77-0.79 at 85 %), then the prompts queued ahead of it there, an M/M/1 queue that the router
+  feeds at ``share_q lam`` (``queued_prompt_share``): ``max(1 / (N (mu - lam)), (n / S) / mu +
+  share_q lam / (mu (mu - share_q lam)))`` (``wait_given_full``; 2026-11-28: the floor was ``1
+  / mu``, 27-33 % short for the class mixes over 4-8 servers).
 * Least-connections (join the shortest queue on the count of running + queued requests): an
   arrival waits only when every server is full, so ``P(wait)`` is Hayward's at the pooled
   count's ``z = amp / N`` and the slot occupancy, and the wait given waiting is a pooled G/G/N
@@ -140,7 +147,10 @@ def queued_prompt_share(route, n_srv, n, e_p, e_p2, e_o, e_o2, cv, busy_pf):
     E[P^2] - (busy_pf E[P])^2``. Least-connections: ``Delta = 1``, ``sigma = sqrt(n)``.
     Measured (least-loaded, 2 servers, 60 %, docs/fluid_iteration_gap.md): an arrival meets a
     queued prompt at a non-full server 1.4 % of the time against 7.1 % under random routing
-    (0.20)."""
+    (0.20). The same share feeds the queue of a full server (``wait_given_full``: the engine's
+    arrival intensity at a full server with one queued is 0.25 / 0.46 / 0.61-0.63 of the mean
+    over 16 / 4 servers of interactive traffic and 8 servers of the demo's mix at 85 %, this
+    0.12 / 0.28 / 0.39)."""
     return _share_despite(route, n_srv, n, e_p + e_o - 1.0, e_p, e_p2, e_o, e_o2, cv, busy_pf)
 
 
@@ -228,24 +238,34 @@ def hayward_mgs(s, n, lam, scv, z):
 
 
 @njit(cache=True)
-def wait_given_full(n_srv, s, n, lam):
+def wait_given_full(n_srv, s, n, lam, share_q):
     """Least-loaded's mean wait of an arrival that meets full slots: the pooled M/M/NS queue's
-    ``1 / (N (S lam / n - lam))``, at least the time to its own server's next completion ``n /
-    (S lam)`` (module docstring; engine, interactive, 85 %: 0.83 / 0.505 / 0.40 / 0.29 s over
-    2 / 3 / 4 / 8 servers, this 0.75 / 0.50 / 0.37 / 0.32 s)."""
+    ``1 / (N (mu - lam))``, ``mu = S lam / n`` a full server's completions per second, at least
+    the wait for its own server to admit it, ``(n / S) / mu + share_q lam / (mu (mu - share_q
+    lam))``: that server's first completion (its requests hold ``n / S`` of the usual work each:
+    the router picked it by its work) and the prompts queued ahead of it, which the router sends
+    there at ``share_q`` times its rate (module docstring; engine, request frame, 2 seeds:
+    0.533 / 0.504 / 0.276 s for the demo's class mix over 8 servers at 85 %, 40 % deferrable
+    over 4 servers at 75 % and interactive over 16 servers at 85 %). Where the queue it feeds
+    does not drain (``mu - share_q lam`` not positive, saturated): the first completion alone,
+    the epoch's backlog taking over."""
     rate = s * lam / max(n, 1e-12)  # completions per second of a full server
-    own = 1.0 / rate if rate > 0 else 0.0
+    own = min(n / s, 1.0) / rate if rate > 0 else 0.0
+    q_rate = rate - share_q * lam
+    if rate > 0 and q_rate > 0:
+        own += share_q * lam / (rate * q_rate)
     den = n_srv * (rate - lam)
     return max(1.0 / den if den > 0 else 0.0, own)
 
 
 @njit(cache=True)
-def routed_wait(route, n_srv, s, n, lam, scv, cv, stall, mu_sat, cs2):
+def routed_wait(route, n_srv, s, n, lam, scv, cv, stall, mu_sat, cs2, share_q):
     """``(P(wait), mean wait given waiting, z)`` behind a state-aware router: ``P(wait)`` by
     Hayward at the peakedness ``route_peakedness`` gives when only the prompts admitted on
     arrival stall the running decodes (a share ``1 - P(wait)``; a prompt that meets a full
     server is admitted when a request completes, so the count does not move with its stall),
-    the wait given waiting ``wait_given_full`` for least-loaded and ``pooled_wait_given_full``
+    the wait given waiting ``wait_given_full`` for least-loaded (its own server's queue fed at
+    ``share_q`` times the rate, ``queued_prompt_share``) and ``pooled_wait_given_full``
     (saturated rate ``mu_sat``, cycle ``cs2``) for least-connections. ``n``: the slot occupancy
     (``slot_occupancy``). ``z`` solves ``z = route_peakedness(..., stall (1 -
     P(wait at z)))``: ``F(z) = g(z) - z`` with ``g`` the right side, which falls as ``z`` (so
@@ -267,7 +287,7 @@ def routed_wait(route, n_srv, s, n, lam, scv, cv, stall, mu_sat, cs2):
             z_prev, f_prev, z = z, f, z_next
     pw, cond = hayward_mgs(s, n, lam, scv, z)
     if route == ROUTE_LEAST_LOADED and n_srv >= 2:
-        cond = wait_given_full(n_srv, s, n, lam)
+        cond = wait_given_full(n_srv, s, n, lam, share_q)
     elif route == ROUTE_LEAST_CONNECTIONS and n_srv >= 2 and mu_sat > 0:
         cond = pooled_wait_given_full(n_srv, mu_sat, cs2, lam)
     return pw, cond, z
