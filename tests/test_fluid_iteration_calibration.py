@@ -92,10 +92,10 @@ def test_fluid_matches_iteration_engine_on_three_regions(case):
 
 
 # 40 % deferrable over 2 servers at 85 % (+8.5 %) passes since the count law over N servers
-# (2026-11-27: +4.7 +- 1.7 %); 40 % deferrable over 4 servers at 75 % (-5.3 %) and the demo's class mix over 8 servers at 85 %
-# (-11.1 %) pass since least-loaded's wait given full counts its own server's first completion
-# (sooner: the router picked it by its low work) and the queue the router feeds there
-# (2026-11-28: -4.1 / -4.5 %)
+# (2026-11-27: +4.7 +- 1.7 %); 40 % deferrable over 4 servers at 75 % (-5.3 %) and the demo's
+# class mix over 8 servers at 85 % (-11.1 %) pass since least-loaded's wait given full counts its
+# own server's first completion (sooner: the router picked it by its low work) and the queue the
+# router feeds there (2026-11-28: -4.1 / -4.5 %)
 MIX_XFAIL: dict[str, str] = {}
 
 

@@ -61,11 +61,11 @@ Power caps: a cap leaving ``k`` of ``S`` slots usable gives a running cap ``k`` 
 iterations stretched by ``S / k`` at ``k / S`` of their dynamic power, as the engine throttles
 (``iteration_mode.throttled``; ``FluidBackend._iteration_capped``).
 
-No fitted constant (2.8 is Odoni & Roth's published one). Known misses
-(``tests/test_fluid_iteration_calibration.py`` and ``docs/fluid_iteration_gap.md``, measured):
-least-loaded on 40 % deferrable work over 4 servers at 75 % (-5.3 %) and on the demo's mix over
-8 servers at 85 % (-11.1 %): the arrivals meet the cap more often than Erlang C's time average
-and wait longer given it. Prompts arriving after a request but before its
+No fitted constant (2.8 is Odoni & Roth's published one). Every calibration case of
+``tests/test_fluid_iteration_calibration.py`` is within 5 % (``docs/fluid_iteration_gap.md``,
+measured); the class mixes over 4-8 servers under least-loaded pass as a net of parts still off
+(arrivals meet the cap 5-21 % more often than Erlang C's time average and wait 13-22 % longer
+given it; the fixed part is 6 ms long). Prompts arriving after a request but before its
 iteration starts may share that iteration in the engine; the model leaves them out (counting
 them too, ``2 resid`` instead of ``resid``, overshot the single region by +7 % at 60 %).
 """
