@@ -87,6 +87,22 @@ def _simulate(u, sig, period, sd_q, n, seed):
     return batches
 
 
+def _lookback_over_simulated_minutes(u, sig, var_q):
+    """``lookback_lindley`` fed each epoch's realised utilisation over one sample of 3000 epochs
+    of simulated minutes: per epoch its mean and share, and the minutes' own mean and share."""
+    z, wq = _gh()
+    k, n_h = LOOKBACK_EPOCH_MIN, LOOKBACK_EPOCHS
+    util, direct, busy = _simulate_minutes(u, sig, math.sqrt(var_q), 3000 * k, PERIOD_S, 11)
+    u_e = np.minimum(util.reshape(-1, k).mean(axis=1), 0.98)
+    hv = np.full(n_h, var_q)
+    mean = np.empty(u_e.size)
+    share = np.empty(u_e.size)
+    for e in range(u_e.size):
+        hu = np.array([u_e[e - j] if e >= j else 0.0 for j in range(n_h)])
+        mean[e], share[e] = NB.lookback_lindley(hu, hv, sig, PERIOD_S, k, z, wq)
+    return mean, share, direct, busy
+
+
 @pytest.mark.parametrize(
     ("u", "sig", "var_q"),
     [
@@ -182,15 +198,7 @@ def test_lookback_backlog_matches_the_simulated_minutes(u, sig, var_q):
     (``test_epoch_stationary_backlog_overstates_the_minutes``); leaving out the within-minute
     weighting reads -12 % there, and the lognormal shape without the conditioned third
     cumulant +1 to +6 %."""
-    z, wq = _gh()
-    k, n_h = LOOKBACK_EPOCH_MIN, LOOKBACK_EPOCHS
-    util, direct, _ = _simulate_minutes(u, sig, math.sqrt(var_q), 3000 * k, PERIOD_S, 11)
-    u_e = np.minimum(util.reshape(-1, k).mean(axis=1), 0.98)
-    hv = np.full(n_h, var_q)
-    got = np.empty(u_e.size)
-    for e in range(u_e.size):
-        hu = np.array([u_e[e - j] if e >= j else 0.0 for j in range(n_h)])
-        got[e] = NB.lookback_lindley_mean(hu, hv, sig, PERIOD_S, k, z, wq)
+    got, _, direct, _ = _lookback_over_simulated_minutes(u, sig, var_q)
     assert got.mean() == pytest.approx(direct, rel=0.06)
 
 
@@ -210,18 +218,15 @@ def test_lookback_backlog_share_matches_the_simulated_minutes(u, sig, var_q, mea
     mean above. Measured (``measured``): -0.4 / -13.7 / -2.7 / -12.8 / -0.3 %: the share below
     the backlog's path takes the backlog above its atom as exponential, which errs most where
     the queue's own variance (G) is 0. Each case is held to its own figure within 2 points."""
-    z, wq = _gh()
-    k, n_h = LOOKBACK_EPOCH_MIN, LOOKBACK_EPOCHS
-    util, _, busy = _simulate_minutes(u, sig, math.sqrt(var_q), 3000 * k, PERIOD_S, 11)
-    u_e = np.minimum(util.reshape(-1, k).mean(axis=1), 0.98)
-    hv = np.full(n_h, var_q)
-    got = np.empty(u_e.size)
-    for e in range(u_e.size):
-        hu = np.array([u_e[e - j] if e >= j else 0.0 for j in range(n_h)])
-        mean, got[e] = NB.lookback_lindley(hu, hv, sig, PERIOD_S, k, z, wq)
-        assert mean == NB.lookback_lindley_mean(hu, hv, sig, PERIOD_S, k, z, wq)
+    _, got, _, busy = _lookback_over_simulated_minutes(u, sig, var_q)
     assert 0.0 < busy < 1.0
     assert got.mean() / busy - 1.0 == pytest.approx(measured, abs=0.02)
+    # the mean is lookback_lindley_mean's
+    z, wq = _gh()
+    hu = np.full(LOOKBACK_EPOCHS, u)
+    hv = np.full(LOOKBACK_EPOCHS, var_q)
+    args = (hu, hv, sig, PERIOD_S, LOOKBACK_EPOCH_MIN, z, wq)
+    assert NB.lookback_lindley(*args)[0] == NB.lookback_lindley_mean(*args)
 
 
 def test_wait_with_backlog_by_hand():
