@@ -311,7 +311,7 @@ def iteration_epoch(
             # an arrival that meets the noise's backlog (a share busy - busy0) waits for it to
             # clear and for a slot only beyond it: max(backlog, slot wait), not their sum (the
             # sum overstated every router's noise by 7-8 % at 85 %: docs/fluid_iteration_gap.md,
-            # "The backlog and the slot wait overlap")
+            # "Every calibration case within 5 %")
             cond[g] = wait_with_backlog(pw[g], cond[g], extra, busy - busy0)
             pw[g] = 1.0
 
