@@ -156,7 +156,7 @@ class FluidBackend:
         self.it_par = (gh, par, c(split, dtype=np.int64), c(c_mom, dtype=float))
         self.pre = np.zeros(self.n_g)
         # per group, the utilisation and queue variance of the epochs the minute backlog looks
-        # back over (``fluid_noise_backlog.lookback_lindley_mean``): forked with the state
+        # back over (``fluid_noise_backlog.lookback_lindley``): forked with the state
         k_min = max(round(self.sc.epoch_s / NOISE_PERIOD_S), 1)
         self.noise_hist = np.zeros((self.n_g, -(-NOISE_LOOKBACK_MIN // k_min) + 1, 2))
         self.e_pf_it = np.zeros_like(self.svc.e_pf[:, CLASS_INTERACTIVE, :])

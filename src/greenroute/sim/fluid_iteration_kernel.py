@@ -289,7 +289,7 @@ def iteration_epoch(
         # The slow part: the backlog carried from minute to minute, Lindley's W' = (W + X)^+
         # with X = (u m - 1) period + G over the epoch and the ones before it (the backlog
         # relaxes over tens of minutes near saturation, longer than an epoch), arrival-weighted
-        # within each minute (``lookback_lindley_mean``). G is the queue's own randomness over a
+        # within each minute (``lookback_lindley``). G is the queue's own randomness over a
         # minute, a heavy-traffic G/G/s diffusion's (Kingman; Whitt, "Stochastic-Process
         # Limits", 2002, ch. 9): arrivals Poisson, lam period ca^2 requests (ca^2 = 1; 1 / k for
         # round-robin over k servers), and completions at the saturated rate with the cycle's

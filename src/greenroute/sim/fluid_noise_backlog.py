@@ -1,6 +1,6 @@
 """Compiled backlog that minute rate noise carries from one minute to the next in the fluid model
 of iteration servers (``fluid_iteration_kernel.iteration_epoch``): Lindley's recursion over
-noise periods by Spitzer's identity (``lookback_lindley_mean``): each epoch's minutes
+noise periods by Spitzer's identity (``lookback_lindley``): each epoch's minutes
 conditioned on its realised count, windows that look back over the epochs before,
 arrival-weighted within the minute, with the share of arrivals that meet a backlog; and how an
 arrival's wait combines that backlog with the slot wait (``wait_with_backlog``: the larger of
