@@ -1,0 +1,283 @@
+"""The minute backlog of iteration servers, seed by seed: ``python -m greenroute.bench.
+minute_backlog --case ll16_75s [--seeds 64] [--first-seed 0]``.
+
+The fluid model's minute-noise term (``sim/fluid_noise_backlog.py``) is an expectation over the
+noise given each epoch's count. This probe asks what the iteration engine's TTFT follows, seed
+by seed, on the seed's **own** minute counts (the engine's arrivals binned by minute), with two
+pathwise models of the region's queue (docs/fluid_iteration_gap.md, "The minute backlog seed by
+seed"):
+
+* ``lindley_wait_by_minute``: Lindley's recursion at the region's saturated rate (the
+  sustainable rate ``calibrate.mix_sustainable_rps``), a fluid queue that starts at once when a
+  minute's arrivals exceed it: the fluid model's slow part, without its expectation.
+* ``cohort_wait_by_minute``: the region's slots as a delay system. Admitted requests leave by
+  the survival of the residence time measured in the engine at the case's flat mean load,
+  their progress slowed as the batch grows (residence ``r0 + r1 n`` at ``n`` running per server,
+  fitted on flat engine runs); arrivals queue only when the region's slots are full (a share
+  ``P(full)`` of them before that, from the per-server count spread ``count_spread``), and an
+  arrival that meets a queue waits for it at the saturated rate and for a slot at its own
+  server (``wait_full_s``).
+
+It prints each model's mean wait next to the engine's mean TTFT less its flat-load value, their
+correlation over seeds, and both per minute, binned by the model's wait. The seed's engine runs
+and the fluid's mean TTFT come from the calibration case (``bench/calibration_cases.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numba import njit
+
+from greenroute.bench.calibrate import local_run_metrics, local_simulation, mix_sustainable_rps
+from greenroute.bench.calibration_cases import ALL_CASES, CalibrationCase
+
+SUBSTEPS_PER_MINUTE = 120  # 0.5 s steps: the cohort survival's grid is the same step
+SECONDS_PER_MINUTE = 60.0
+# the flat loads whose engine runs give the residence law r0 + r1 n (with the saturated point)
+PROFILE_UTILS = (0.6, 0.75, 0.85)
+PROFILE_HOURS = 1.0  # each flat profile run
+# Per-server count spread (variance / mean) of least-loaded near the cap: the engine's P(an
+# arrival waits | the region's count) rises from 0.06 at 80-85 % of the region's slots to 0.52
+# at 97.5-100 % over 16 servers at 75 % (seeds 12-15 of ll16_75s), which a normal per-server
+# count of this spread gives (0.06 / 0.46); docs/fluid_iteration_gap.md, "The minute backlog
+# seed by seed".
+DEFAULT_COUNT_SPREAD = 0.6
+# A full server's wait for its first free slot: the engine's wait given full for least-loaded
+# over 8-16 servers at 85 % (0.276-0.298 s, docs/fluid_iteration_gap.md, "Every calibration case
+# within 5 %").
+DEFAULT_WAIT_FULL_S = 0.3
+BIN_EDGES_S = (0.0, 1e-9, 0.1, 0.5, 1.0, 2.0, 5.0, 20.0, math.inf)
+
+
+@njit(cache=True)
+def lindley_wait_by_minute(counts, capacity_rps, substeps):
+    """Mean backlog (s) over each minute of a fluid queue fed ``counts[i]`` arrivals evenly over
+    minute ``i`` and drained at ``capacity_rps``: Lindley's W' = (W + (a / c - 1) dt)^+ in
+    ``substeps`` steps a minute, each step's value at its midpoint (exact for a backlog that
+    does not empty mid-step)."""
+    out = np.zeros(counts.size)
+    dt = SECONDS_PER_MINUTE / substeps
+    w = 0.0
+    for i in range(counts.size):
+        drift = counts[i] / SECONDS_PER_MINUTE / capacity_rps - 1.0
+        acc = 0.0
+        for _ in range(substeps):
+            end = w + drift * dt
+            if end >= 0.0:
+                acc += w + 0.5 * drift * dt
+                w = end
+            else:  # empties mid-step: the triangle's mean over the step
+                acc += 0.5 * w * (w / -drift) / dt
+                w = 0.0
+        out[i] = acc / substeps
+    return out
+
+
+@njit(cache=True)
+def cohort_wait_by_minute(
+    counts, servers, slots, r0, r1, n_ref, survival, capacity_rps, count_spread, wait_full_s,
+    substeps,
+):  # fmt: skip
+    """Mean wait (s) over each minute of the region's slots as a delay system (module doc).
+    ``survival[j]`` is P(residence > j dt) at the reference load (``dt`` = 60 / ``substeps``);
+    a cohort admitted at progress ``p`` runs while the survival at ``P - p`` lasts, and the
+    progress clock ``P`` runs at ``(r0 + r1 n_ref) / (r0 + r1 n)`` with ``n`` running per
+    server. Arrivals fill free slots first (FCFS behind any queue); the wait an arrival meets
+    is ``Q / capacity_rps + wait_full_s`` with a queue ``Q``, else ``P(full) wait_full_s``,
+    P(full) that of a normal per-server count of variance ``count_spread`` times its mean."""
+    dt = SECONDS_PER_MINUTE / substeps
+    n_steps = counts.size * substeps
+    mass = np.zeros(n_steps)
+    adm_at = np.zeros(n_steps)
+    total_slots = servers * slots
+    ref = r0 + r1 * n_ref
+    clock = 0.0
+    queue = 0.0
+    first = 0  # the oldest cohort still running
+    out = np.zeros(counts.size)
+    n_grid = survival.size
+    for i in range(counts.size):
+        arrivals = counts[i] / substeps
+        acc = 0.0
+        for k in range(substeps):
+            t = i * substeps + k
+            running = 0.0
+            for c in range(first, t):
+                # the admission step holds its cohort whole (it is not in ``running`` then), so
+                # a later step reads the survival half a step on (midpoint rule): the steps a
+                # cohort holds its slots sum to its mean residence, not half a step more
+                x = (clock - adm_at[c]) / dt + 0.5
+                j = int(x)
+                if j >= n_grid - 1:
+                    if c == first:
+                        first += 1
+                    continue
+                f = x - j
+                running += mass[c] * (survival[j] * (1.0 - f) + survival[j + 1] * f)
+            free = max(total_slots - running, 0.0)
+            admitted = min(queue + arrivals, free)
+            queue += arrivals - admitted
+            mass[t] = admitted
+            adm_at[t] = clock
+            busy = running + admitted  # the step's occupancy, its own admissions included
+            if queue > 0.0:
+                acc += queue / capacity_rps + wait_full_s
+            elif count_spread > 0.0 and busy > 0.0:
+                n = busy / servers
+                sd = math.sqrt(count_spread * n)
+                acc += 0.5 * math.erfc((slots - n) / (sd * math.sqrt(2.0))) * wait_full_s
+            n = min(busy / servers, slots)
+            clock += dt * ref / (r0 + r1 * n)
+        out[i] = acc / substeps
+    return out
+
+
+def minute_sums(arrival_s: np.ndarray, ttft_s: np.ndarray, n_minutes: int):
+    """Per minute of arrival: ``(arrivals, arrivals with a TTFT, sum of their TTFT)``."""
+    minute = np.minimum((np.asarray(arrival_s) // SECONDS_PER_MINUTE).astype(np.int64),
+                        n_minutes - 1)  # fmt: skip
+    ttft = np.asarray(ttft_s, dtype=float)
+    ok = np.isfinite(ttft)
+    counts = np.bincount(minute, minlength=n_minutes)
+    served = np.bincount(minute[ok], minlength=n_minutes)
+    sums = np.bincount(minute[ok], weights=ttft[ok], minlength=n_minutes)
+    return counts, served, sums
+
+
+@dataclass(frozen=True)
+class ResidenceLaw:
+    """What the cohort model reads from the engine's flat runs: ``r0 + r1 n`` (s) the mean
+    residence at ``n`` running per server, ``n_ref`` the running count at the case's load,
+    ``survival`` the residence survival there on the model's grid, ``flat_ttft_s`` the mean
+    TTFT there."""
+
+    r0: float
+    r1: float
+    n_ref: float
+    survival: np.ndarray
+    flat_ttft_s: float
+
+
+def _flat_run(case: CalibrationCase, util: float, seed: int):
+    flat = replace(case, util=util, sigma=0.0)
+    sc = replace(flat.scenario(), days=PROFILE_HOURS / 24.0)
+    sim = local_simulation(sc, "request", "iteration", case.local, seed, record_requests=True)
+    res = sim.run()
+    fr = res.requests
+    resid = (fr.finish_s - fr.first_token_s + fr.first_iteration_s).to_numpy()
+    resid = resid[np.isfinite(resid)]
+    n_per_server = len(fr) / (PROFILE_HOURS * 3600.0) * resid.mean() / case.servers
+    return resid, n_per_server, float(res.metrics["ttft_mean_s"])
+
+
+def residence_law(case: CalibrationCase, slots: int, capacity_rps: float) -> ResidenceLaw:
+    """Profile, then predict: the residence law from flat engine runs at ``PROFILE_UTILS`` and
+    the saturated point (``slots`` running per server, ``servers * slots / capacity``)."""
+    ns, rs = [float(slots)], [case.servers * slots / capacity_rps]
+    own = None
+    for util in sorted(set(PROFILE_UTILS) | {case.util}):
+        resid, n, ttft = _flat_run(case, util, 0)
+        ns.append(n)
+        rs.append(float(resid.mean()))
+        if util == case.util:
+            own = (resid, n, ttft)
+    r1, r0 = np.polyfit(ns, rs, 1)
+    resid, n_ref, ttft = own
+    dt = SECONDS_PER_MINUTE / SUBSTEPS_PER_MINUTE
+    grid = np.arange(0.0, resid.max() + 2 * dt, dt)
+    survival = 1.0 - np.searchsorted(np.sort(resid), grid, side="right") / resid.size
+    return ResidenceLaw(float(r0), float(r1), float(n_ref), survival, ttft)
+
+
+def _bin_table(model: np.ndarray, engine: np.ndarray, weight: np.ndarray) -> list[str]:
+    rows = []
+    for lo, hi in itertools.pairwise(BIN_EDGES_S):
+        m = (model >= lo) & (model < hi) & (weight > 0)
+        if not m.any():
+            continue
+        e = np.average(engine[m], weights=weight[m])
+        x = np.average(model[m], weights=weight[m])
+        rows.append(f"  [{lo:g}, {hi:g}) s: {int(m.sum()):6d} minutes, engine {e:8.3f}, "
+                    f"model {x:8.3f}")  # fmt: skip
+    return rows
+
+
+def probe(case: CalibrationCase, seeds: range, count_spread: float, wait_full_s: float) -> str:
+    """Run the case's engine and fluid on ``seeds`` and compare both pathwise models."""
+    capacity = mix_sustainable_rps(case.deferrable_share) * case.servers / 2
+    sc = case.scenario()
+    n_minutes = math.ceil(sc.days * 1440)
+    probe_sim = local_simulation(replace(sc, days=0.001), "request", "iteration", case.local, 0)
+    slots = int(probe_sim.prep.built.server_slots[0])
+    law = residence_law(case, slots, capacity)
+    eng, flu, lin, coh = [], [], [], []
+    per_minute = {"lindley": [], "cohort": [], "engine": [], "weight": []}
+    for seed in seeds:
+        sim = local_simulation(sc, "request", "iteration", case.local, seed, record_requests=True)
+        res = sim.run()
+        counts, served, sums = minute_sums(res.requests.arrival_s, res.requests.ttft_s,
+                                           n_minutes)  # fmt: skip
+        c = counts.astype(float)
+        w_l = lindley_wait_by_minute(c, capacity, SUBSTEPS_PER_MINUTE)
+        w_c = cohort_wait_by_minute(c, case.servers, slots, law.r0, law.r1, law.n_ref,
+                                    law.survival, capacity, count_spread, wait_full_s,
+                                    SUBSTEPS_PER_MINUTE)  # fmt: skip
+        eng.append(float(res.metrics["ttft_mean_s"]))
+        flu.append(float(local_run_metrics(sc, "fluid", "iteration", case.local, seed)
+                         ["ttft_mean_s"]))  # fmt: skip
+        lin.append(float(np.dot(w_l, served) / served.sum()))
+        coh.append(float(np.dot(w_c, served) / served.sum()))
+        per_minute["lindley"].append(w_l)
+        per_minute["cohort"].append(w_c)
+        per_minute["engine"].append(np.where(served > 0, sums / np.maximum(served, 1), 0.0)
+                                    - law.flat_ttft_s)  # fmt: skip
+        per_minute["weight"].append(served)
+    eng_a, flu_a, lin_a, coh_a = map(np.asarray, (eng, flu, lin, coh))
+    noise = eng_a.mean() - law.flat_ttft_s
+    lines = [
+        f"{case.name}: {len(eng)} seeds, {case.servers} servers x {slots} slots, saturated "
+        f"{capacity:.2f} req/s; residence {law.r0:.3f} + {law.r1:.4f} n s, {law.n_ref:.2f} "
+        "running per server at the flat load",
+        f"  mean TTFT: engine {eng_a.mean():.4f} s, fluid {flu_a.mean():.4f} s "
+        f"({flu_a.mean() / eng_a.mean() - 1:+.2%}); engine at the flat load "
+        f"{law.flat_ttft_s:.4f} s, so the noise's part {noise:.4f} s",
+    ]
+    for name, arr in (("lindley", lin_a), ("cohort", coh_a)):
+        corr = float(np.corrcoef(arr, eng_a)[0, 1]) if arr.size > 1 else math.nan
+        rel = arr.mean() / noise - 1
+        lines.append(f"  {name}: mean wait {arr.mean():.4f} s ({rel:+.2%} of the noise's part), "
+                     f"correlation with the engine over seeds {corr:.4f}")  # fmt: skip
+    cat = {k: np.concatenate(v) for k, v in per_minute.items()}
+    for name in ("lindley", "cohort"):
+        lines.append(f"  engine TTFT less its flat value against {name}, per minute:")
+        lines += _bin_table(cat[name], cat["engine"], cat["weight"])
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    cases = {c.name: c for c in ALL_CASES}
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--case", required=True, choices=sorted(cases), metavar="CASE",
+                    help="a calibration case (bench/calibration_cases.py)")  # fmt: skip
+    ap.add_argument("--seeds", type=int, default=64)
+    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--count-spread", type=float, default=DEFAULT_COUNT_SPREAD)
+    ap.add_argument("--wait-full-s", type=float, default=DEFAULT_WAIT_FULL_S)
+    args = ap.parse_args(argv)
+    if args.seeds < 1 or args.first_seed < 0:
+        ap.error("--seeds must be >= 1 and --first-seed >= 0")
+    if args.count_spread < 0 or args.wait_full_s < 0:
+        ap.error("--count-spread and --wait-full-s must be >= 0")
+    if cases[args.case].demo:
+        ap.error(f"--case {args.case}: the probe takes single-region cases, not the demo's")
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    print(probe(cases[args.case], seeds, args.count_spread, args.wait_full_s))
+
+
+if __name__ == "__main__":
+    main()

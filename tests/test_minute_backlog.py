@@ -1,0 +1,109 @@
+"""The minute-backlog probe's pathwise models (``bench/minute_backlog.py``), on inputs whose
+answers can be worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from greenroute.bench import minute_backlog as mb
+
+DT_S = mb.SECONDS_PER_MINUTE / mb.SUBSTEPS_PER_MINUTE
+
+
+def test_lindley_wait_by_minute_hand_computed():
+    # capacity 1 req/s; minute 0 brings 120: the backlog climbs 0 -> 60 s (mean 30), minute 1
+    # brings none: 60 -> 0 (mean 30); minute 2 nothing; minute 3 half the capacity: nothing
+    counts = np.array([120.0, 0.0, 0.0, 30.0])
+    for substeps in (120, 7):
+        got = mb.lindley_wait_by_minute(counts, 1.0, substeps)
+        np.testing.assert_allclose(got, [30.0, 30.0, 0.0, 0.0], rtol=1e-12, atol=1e-12)
+
+
+def test_lindley_empties_mid_minute():
+    # 90 in minute 0 at 1 req/s: 0 -> 30 s (mean 15); then empty minute: 30 -> 0 at 30 s, the
+    # triangle's area 450 s^2 over 60 s = 7.5 s, whatever the step (7 steps: it empties mid-step)
+    for substeps in (120, 7, 1):
+        got = mb.lindley_wait_by_minute(np.array([90.0, 0.0]), 1.0, substeps)
+        np.testing.assert_allclose(got, [15.0, 7.5], rtol=1e-12)
+
+
+def _exponential_survival(mean_s: float) -> np.ndarray:
+    """P(R > j dt) of an exponential residence (smooth: the grid's error is O(dt^2))."""
+    return np.exp(-np.arange(0.0, 30 * mean_s, DT_S) / mean_s)
+
+
+def _cohort(counts, survival, servers=1, slots=10, r0=10.0, r1=0.0, n_ref=5.0, capacity=1.0,
+            spread=0.0, wait_full=0.0):  # fmt: skip
+    return mb.cohort_wait_by_minute(np.asarray(counts, dtype=float), servers, slots, r0, r1,
+                                    n_ref, survival, capacity, spread, wait_full,
+                                    mb.SUBSTEPS_PER_MINUTE)  # fmt: skip
+
+
+def test_cohort_below_capacity_never_waits():
+    # 10 slots, a fixed residence of 10 s: 0.5 req/s keeps 5 running
+    grid = np.arange(0.0, 12.0, DT_S)
+    got = _cohort(np.full(20, 30.0), (grid < 10.0).astype(float))
+    assert np.all(got == 0.0)
+
+
+@pytest.mark.parametrize("r1", [0.0, 0.2])
+def test_cohort_queue_grows_at_the_excess_over_the_saturated_rate(r1):
+    # 20 slots over 2 servers, residence ~10 s at the reference load, stretched by
+    # (r0 + r1 slots) / (r0 + r1 n_ref) when every slot is busy: the saturated rate is
+    # 20 / that residence; at 3 req/s the queue, once the slots are full, grows by
+    # (3 - X) * 60 a minute, so the wait (queue / capacity) by (3 - X) * 60 / capacity
+    surv, mean_r = _exponential_survival(10.0), 10.0
+    r0, n_ref, slots, servers = 10.0, 5.0, 10, 2
+    stretch = (r0 + r1 * slots) / (r0 + r1 * n_ref)
+    x_sat = servers * slots / (mean_r * stretch)  # 2 (r1 = 0) or 1.833 req/s
+    capacity = 2.0
+    got = _cohort(np.full(12, 180.0), surv, servers=servers, slots=slots, r0=r0, r1=r1,
+                  n_ref=n_ref, capacity=capacity)  # fmt: skip
+    slope = np.diff(got[4:])
+    np.testing.assert_allclose(slope, (3.0 - x_sat) * 60.0 / capacity, rtol=5e-3)
+
+
+def test_cohort_onset_is_the_normal_count_tail():
+    # no queue: the wait is P(full) * wait_full, P(full) = P(N(n, z n) > slots) at the running
+    # count n = lam * mean residence per server (2 servers of 10 slots, 1.5 req/s, ~10 s)
+    surv, mean_r = _exponential_survival(10.0), 10.0
+    lam, servers, slots, z, w_full = 1.5, 2, 10, 0.6, 0.3
+    got = _cohort(np.full(6, lam * 60), surv, servers=servers, slots=slots, spread=z,
+                  wait_full=w_full, capacity=2.0)  # fmt: skip
+    # the model's occupancy of a cohort: its admission step whole, then the survival at the
+    # midpoint of each later step, linear between the grid's points: dt (1 + sum_k>=1 (G_k +
+    # G_k+1) / 2) = 10.013 s here
+    held_s = DT_S * (1.0 + np.sum(0.5 * (surv[1:-1] + surv[2:])))
+    assert abs(held_s - mean_r) < 0.02
+    n = lam * held_s / servers
+    expect = 0.5 * math.erfc((slots - n) / math.sqrt(2.0 * z * n)) * w_full
+    np.testing.assert_allclose(got[3:], expect, rtol=1e-6)  # settled after 2 minutes
+    assert expect > 0.01  # the tail is not negligible here: the test can fail
+
+
+def test_minute_sums():
+    arrival = np.array([0.5, 59.9, 60.0, 125.0, 130.0])
+    ttft = np.array([1.0, 3.0, np.nan, 2.0, 4.0])
+    counts, served, sums = mb.minute_sums(arrival, ttft, 3)
+    np.testing.assert_array_equal(counts, [2, 1, 2])
+    np.testing.assert_array_equal(served, [2, 0, 2])
+    np.testing.assert_allclose(sums, [4.0, 0.0, 6.0])
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--case", "nope"], "invalid choice"),
+        (["--case", "d_ll75"], "single-region"),
+        (["--case", "ll75", "--seeds", "0"], "--seeds must be >= 1"),
+        (["--case", "ll75", "--wait-full-s", "-1"], "must be >= 0"),
+    ],
+)
+def test_cli_rejects_bad_arguments(argv, needle, capsys):
+    with pytest.raises(SystemExit) as exc:
+        mb.main(argv)
+    assert exc.value.code == 2
+    assert needle in capsys.readouterr().err
