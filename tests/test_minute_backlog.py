@@ -36,9 +36,9 @@ def _exponential_survival(mean_s: float) -> np.ndarray:
 
 
 def _cohort(counts, survival, servers=1, slots=10, r0=10.0, r1=0.0, n_ref=5.0, capacity=1.0,
-            spread=0.0, wait_full=0.0):  # fmt: skip
+            prefill=0.0, total=0.0, server=0.0, wait_full=0.0):  # fmt: skip
     return mb.cohort_wait_by_minute(np.asarray(counts, dtype=float), servers, slots, r0, r1,
-                                    n_ref, survival, capacity, spread, wait_full,
+                                    n_ref, survival, capacity, prefill, total, server, wait_full,
                                     mb.SUBSTEPS_PER_MINUTE)  # fmt: skip
 
 
@@ -49,21 +49,53 @@ def test_cohort_below_capacity_never_waits():
     assert np.all(got == 0.0)
 
 
-@pytest.mark.parametrize("r1", [0.0, 0.2])
-def test_cohort_queue_grows_at_the_excess_over_the_saturated_rate(r1):
-    # 20 slots over 2 servers, residence ~10 s at the reference load, stretched by
-    # (r0 + r1 slots) / (r0 + r1 n_ref) when every slot is busy: the saturated rate is
-    # 20 / that residence; at 3 req/s the queue, once the slots are full, grows by
-    # (3 - X) * 60 a minute, so the wait (queue / capacity) by (3 - X) * 60 / capacity
+@pytest.mark.parametrize(("r1", "prefill"), [(0.0, 0.0), (0.2, 0.0), (0.2, 0.1)])
+def test_cohort_queue_grows_at_the_excess_over_the_saturated_rate(r1, prefill):
+    # 20 slots over 2 servers, residence 10 s at the reference load (r0 + r1 n_ref = 10),
+    # stretched to r0 + r1 slots when every slot is busy: the saturated rate is 20 / that; at
+    # 3 req/s the queue, once the slots are full, grows by (3 - X) * 60 a minute, so the wait
+    # (queue / capacity) by (3 - X) * 60 / capacity. The prefill stall leaves that rate alone:
+    # saturated, admissions equal completions, the stationary rate the law holds (X is the
+    # fixed point of X = X0 (1 - X tau / S) / (1 - X0 tau / S))
     surv, mean_r = _exponential_survival(10.0), 10.0
-    r0, n_ref, slots, servers = 10.0, 5.0, 10, 2
-    stretch = (r0 + r1 * slots) / (r0 + r1 * n_ref)
-    x_sat = servers * slots / (mean_r * stretch)  # 2 (r1 = 0) or 1.833 req/s
+    n_ref, slots, servers = 5.0, 10, 2
+    r0 = mean_r - r1 * n_ref
+    x_sat = servers * slots / (r0 + r1 * slots)  # 2 (r1 = 0) or 1.818 req/s
     capacity = 2.0
     got = _cohort(np.full(12, 180.0), surv, servers=servers, slots=slots, r0=r0, r1=r1,
-                  n_ref=n_ref, capacity=capacity)  # fmt: skip
+                  n_ref=n_ref, capacity=capacity, prefill=prefill)  # fmt: skip
     slope = np.diff(got[4:])
     np.testing.assert_allclose(slope, (3.0 - x_sat) * 60.0 / capacity, rtol=5e-3)
+
+
+def test_cohort_prefill_stall_slows_a_filling_region():
+    # a surge from 1 to 3 req/s over 20 slots (residence 10 s): while the slots fill, admissions
+    # outrun the stationary rate and each prompt's prefill holds the decodes back, so fewer
+    # requests complete and the queue is longer in the first minutes; saturated, the same slope
+    surv = _exponential_survival(10.0)
+    counts = np.r_[np.full(5, 60.0), np.full(6, 180.0)]
+    kw = {"servers": 2, "slots": 10, "r0": 9.0, "r1": 0.2, "n_ref": 5.0, "capacity": 2.0}
+    plain = _cohort(counts, surv, **kw)
+    stalled = _cohort(counts, surv, prefill=0.1, **kw)
+    assert np.all(plain[:5] == 0.0) and np.all(stalled[:5] == 0.0)
+    assert stalled[5] > plain[5] + 0.1  # 14.46 against 14.20 s
+    np.testing.assert_allclose(np.diff(stalled[8:]), np.diff(plain[8:]), rtol=5e-3)
+
+
+def test_cohort_total_spread_reads_the_normal_excess():
+    # 10 slots on one server at 0.8 req/s (8 running): no queue on the path, yet the total
+    # spreads as Normal(8, 1.6 * 8) about it and an arrival meets E[(N - 10)^+] / capacity
+    surv = _exponential_survival(10.0)
+    got = _cohort(np.full(8, 48.0), surv, capacity=1.0, total=1.6)
+    held_s = DT_S * (1.0 + np.sum(0.5 * (surv[1:-1] + surv[2:])))
+    n = 0.8 * held_s
+    sd = math.sqrt(1.6 * n)
+    # E[(N - 10)^+] by the trapezoid rule on a fine grid (independent of the closed form)
+    x = np.linspace(10.0, n + 12 * sd, 200001)
+    dens = np.exp(-0.5 * ((x - n) / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
+    expect = float(np.sum(0.5 * ((x[1:] - 10) * dens[1:] + (x[:-1] - 10) * dens[:-1]) * np.diff(x)))
+    np.testing.assert_allclose(got[3:], expect, rtol=1e-5)
+    assert expect > 0.05
 
 
 def test_cohort_onset_is_the_normal_count_tail():
@@ -71,8 +103,9 @@ def test_cohort_onset_is_the_normal_count_tail():
     # count n = lam * mean residence per server (2 servers of 10 slots, 1.5 req/s, ~10 s)
     surv, mean_r = _exponential_survival(10.0), 10.0
     lam, servers, slots, z, w_full = 1.5, 2, 10, 0.6, 0.3
-    got = _cohort(np.full(6, lam * 60), surv, servers=servers, slots=slots, spread=z,
-                  wait_full=w_full, capacity=2.0)  # fmt: skip
+    # the server spread alone (the total's 0): z = (1 - 1 / S) server_spread
+    got = _cohort(np.full(6, lam * 60), surv, servers=servers, slots=slots,
+                  server=z / (1 - 1 / servers), wait_full=w_full, capacity=2.0)  # fmt: skip
     # the model's occupancy of a cohort: its admission step whole, then the survival at the
     # midpoint of each later step, linear between the grid's points: dt (1 + sum_k>=1 (G_k +
     # G_k+1) / 2) = 10.013 s here
@@ -100,6 +133,7 @@ def test_minute_sums():
         (["--case", "d_ll75"], "single-region"),
         (["--case", "ll75", "--seeds", "0"], "--seeds must be >= 1"),
         (["--case", "ll75", "--wait-full-s", "-1"], "must be >= 0"),
+        (["--case", "ll75", "--prefill-s", "-0.1"], "must be >= 0"),
     ],
 )
 def test_cli_rejects_bad_arguments(argv, needle, capsys):

@@ -13,10 +13,12 @@ seed"):
 * ``cohort_wait_by_minute``: the region's slots as a delay system. Admitted requests leave by
   the survival of the residence time measured in the engine at the case's flat mean load,
   their progress slowed as the batch grows (residence ``r0 + r1 n`` at ``n`` running per server,
-  fitted on flat engine runs); arrivals queue only when the region's slots are full (a share
-  ``P(full)`` of them before that, from the per-server count spread ``count_spread``), and an
-  arrival that meets a queue waits for it at the saturated rate and for a slot at its own
-  server (``wait_full_s``).
+  fitted on flat engine runs) and as admissions outrun the stationary rate (each admitted
+  prompt's prefill, ``prefill_s``, holds every decode back); arrivals queue only when the
+  region's slots are full, and the wait an arrival meets is read off the path with the region's
+  count spread about it (``total_spread``) and one server's about its share (the count law's
+  ``z``): the region's queue at the saturated rate, and a full server's wait for its first
+  slot (``wait_full_s``) with the chance that its server is full.
 
 It prints each model's mean wait next to the engine's mean TTFT less its flat-load value, their
 correlation over seeds, and both per minute, binned by the model's wait. The seed's engine runs
@@ -34,19 +36,21 @@ import numpy as np
 from numba import njit
 
 from greenroute.bench.calibrate import local_run_metrics, local_simulation, mix_sustainable_rps
-from greenroute.bench.calibration_cases import ALL_CASES, CalibrationCase
+from greenroute.bench.calibration_cases import ALL_CASES, CalibrationCase, paired_error
 
 SUBSTEPS_PER_MINUTE = 120  # 0.5 s steps: the cohort survival's grid is the same step
 SECONDS_PER_MINUTE = 60.0
 # the flat loads whose engine runs give the residence law r0 + r1 n (with the saturated point)
 PROFILE_UTILS = (0.6, 0.75, 0.85)
 PROFILE_HOURS = 1.0  # each flat profile run
-# Per-server count spread (variance / mean) of least-loaded near the cap: the engine's P(an
-# arrival waits | the region's count) rises from 0.06 at 80-85 % of the region's slots to 0.52
-# at 97.5-100 % over 16 servers at 75 % (seeds 12-15 of ll16_75s), which a normal per-server
-# count of this spread gives (0.06 / 0.46); docs/fluid_iteration_gap.md, "The minute backlog
-# seed by seed".
-DEFAULT_COUNT_SPREAD = 0.6
+# The region's count spread about its mean (variance / mean): least-loaded's and random
+# routing's total count, measured 1.5-1.7 at 60 % (``sim/fluid_route_wait.py``: ``amp``).
+DEFAULT_TOTAL_SPREAD = 1.6
+# One server's count about the region's share given the region's count (variance across
+# servers / mean, n / (n - 1) corrected): 0.48 / 0.48 / 0.44 over 16 / 8 / 2 servers below 80 %
+# of the region's slots (least-loaded, engine, 2026-12-06; docs/fluid_iteration_gap.md, "The
+# minute backlog seed by seed"), falling to 0.07-0.03 just above the cap.
+DEFAULT_SERVER_SPREAD = 0.46
 # A full server's wait for its first free slot: the engine's wait given full for least-loaded
 # over 8-16 servers at 85 % (0.276-0.298 s, docs/fluid_iteration_gap.md, "Every calibration case
 # within 5 %").
@@ -79,23 +83,45 @@ def lindley_wait_by_minute(counts, capacity_rps, substeps):
 
 
 @njit(cache=True)
+def _normal_excess(mean, var, level):
+    """``(E[(X - level)^+], P(X > level))`` for X ~ Normal(mean, var) (a point mass at 0
+    variance)."""
+    if var <= 0.0:
+        return max(mean - level, 0.0), 1.0 if mean > level else 0.0
+    sd = math.sqrt(var)
+    d = (mean - level) / sd
+    p = 0.5 * math.erfc(-d / math.sqrt(2.0))
+    return sd * math.exp(-0.5 * d * d) / math.sqrt(2.0 * math.pi) + (mean - level) * p, p
+
+
+@njit(cache=True)
 def cohort_wait_by_minute(
-    counts, servers, slots, r0, r1, n_ref, survival, capacity_rps, count_spread, wait_full_s,
-    substeps,
+    counts, servers, slots, r0, r1, n_ref, survival, capacity_rps, prefill_s, total_spread,
+    server_spread, wait_full_s, substeps,
 ):  # fmt: skip
     """Mean wait (s) over each minute of the region's slots as a delay system (module doc).
-    ``survival[j]`` is P(residence > j dt) at the reference load (``dt`` = 60 / ``substeps``);
-    a cohort admitted at progress ``p`` runs while the survival at ``P - p`` lasts, and the
-    progress clock ``P`` runs at ``(r0 + r1 n_ref) / (r0 + r1 n)`` with ``n`` running per
-    server. Arrivals fill free slots first (FCFS behind any queue); the wait an arrival meets
-    is ``Q / capacity_rps + wait_full_s`` with a queue ``Q``, else ``P(full) wait_full_s``,
-    P(full) that of a normal per-server count of variance ``count_spread`` times its mean."""
+
+    * ``survival[j]`` is P(residence > j dt) at the reference load (``dt`` = 60 / ``substeps``);
+      a cohort admitted at progress ``p`` runs while the survival at ``P - p`` lasts.
+    * The progress clock ``P`` runs at ``(r0 + r1 n_ref) / (r0 + r1 n)`` with ``n`` running per
+      server, times the prefill stall's change ``(1 - a prefill_s) / (1 - a_ref prefill_s)``:
+      each admitted prompt holds every decode back by its prefill (``prefill_s``), so a server
+      admitting ``a`` prompts a second progresses slower than the stationary ``a_ref = n / (r0
+      + r1 n)`` that the residence law already holds (filling slots: slower; draining: faster).
+    * Arrivals fill free slots first (FCFS behind any queue ``Q``). The region's count ``N`` =
+      running + queued is the path's mean; about it the total spreads as Normal(N,
+      ``total_spread`` N) and one server's count as Normal(N / S, z N / S), ``z = total_spread
+      / S + (1 - 1 / S) server_spread`` (the count law of ``sim/fluid_route_wait.py``). An
+      arrival waits ``E[(N - S slots)^+] / capacity_rps`` for the region's queue and
+      ``wait_full_s`` with the chance that its server is full. With both spreads 0 the wait is
+      ``Q / capacity_rps + wait_full_s`` under a queue and nothing else."""
     dt = SECONDS_PER_MINUTE / substeps
     n_steps = counts.size * substeps
     mass = np.zeros(n_steps)
     adm_at = np.zeros(n_steps)
     total_slots = servers * slots
     ref = r0 + r1 * n_ref
+    z = total_spread / servers + (1.0 - 1.0 / servers) * server_spread
     clock = 0.0
     queue = 0.0
     first = 0  # the oldest cohort still running
@@ -125,14 +151,21 @@ def cohort_wait_by_minute(
             mass[t] = admitted
             adm_at[t] = clock
             busy = running + admitted  # the step's occupancy, its own admissions included
-            if queue > 0.0:
-                acc += queue / capacity_rps + wait_full_s
-            elif count_spread > 0.0 and busy > 0.0:
-                n = busy / servers
-                sd = math.sqrt(count_spread * n)
-                acc += 0.5 * math.erfc((slots - n) / (sd * math.sqrt(2.0))) * wait_full_s
+            n_tot = busy + queue
+            over, _ = _normal_excess(n_tot, total_spread * n_tot, total_slots)
+            acc += over / capacity_rps
+            if z > 0.0:
+                mu = n_tot / servers
+                acc += _normal_excess(mu, z * mu, slots)[1] * wait_full_s
+            elif queue > 0.0:
+                acc += wait_full_s
             n = min(busy / servers, slots)
-            clock += dt * ref / (r0 + r1 * n)
+            stall = 1.0
+            if prefill_s > 0.0:
+                a_ref = n / (r0 + r1 * n)
+                a_now = min(admitted / servers / dt * prefill_s, 0.95)
+                stall = (1.0 - a_now) / (1.0 - a_ref * prefill_s)
+            clock += dt * ref / (r0 + r1 * n) * stall
         out[i] = acc / substeps
     return out
 
@@ -154,13 +187,15 @@ class ResidenceLaw:
     """What the cohort model reads from the engine's flat runs: ``r0 + r1 n`` (s) the mean
     residence at ``n`` running per server, ``n_ref`` the running count at the case's load,
     ``survival`` the residence survival there on the model's grid, ``flat_ttft_s`` the mean
-    TTFT there."""
+    TTFT there, ``prefill_s`` what a prompt's prefill adds to its first iteration there (the
+    first iteration's mean less the mean time per output token)."""
 
     r0: float
     r1: float
     n_ref: float
     survival: np.ndarray
     flat_ttft_s: float
+    prefill_s: float
 
 
 def _flat_run(case: CalibrationCase, util: float, seed: int):
@@ -172,7 +207,9 @@ def _flat_run(case: CalibrationCase, util: float, seed: int):
     resid = (fr.finish_s - fr.first_token_s + fr.first_iteration_s).to_numpy()
     resid = resid[np.isfinite(resid)]
     n_per_server = len(fr) / (PROFILE_HOURS * 3600.0) * resid.mean() / case.servers
-    return resid, n_per_server, float(res.metrics["ttft_mean_s"])
+    per_token = np.nanmean((fr.finish_s - fr.first_token_s).to_numpy()) / fr.output_tokens.mean()
+    prefill = float(np.nanmean(fr.first_iteration_s.to_numpy()) - per_token)
+    return resid, n_per_server, float(res.metrics["ttft_mean_s"]), prefill
 
 
 def residence_law(case: CalibrationCase, slots: int, capacity_rps: float) -> ResidenceLaw:
@@ -181,17 +218,17 @@ def residence_law(case: CalibrationCase, slots: int, capacity_rps: float) -> Res
     ns, rs = [float(slots)], [case.servers * slots / capacity_rps]
     own = None
     for util in sorted(set(PROFILE_UTILS) | {case.util}):
-        resid, n, ttft = _flat_run(case, util, 0)
+        resid, n, ttft, prefill = _flat_run(case, util, 0)
         ns.append(n)
         rs.append(float(resid.mean()))
         if util == case.util:
-            own = (resid, n, ttft)
+            own = (resid, n, ttft, prefill)
     r1, r0 = np.polyfit(ns, rs, 1)
-    resid, n_ref, ttft = own
+    resid, n_ref, ttft, prefill = own
     dt = SECONDS_PER_MINUTE / SUBSTEPS_PER_MINUTE
     grid = np.arange(0.0, resid.max() + 2 * dt, dt)
     survival = 1.0 - np.searchsorted(np.sort(resid), grid, side="right") / resid.size
-    return ResidenceLaw(float(r0), float(r1), float(n_ref), survival, ttft)
+    return ResidenceLaw(float(r0), float(r1), float(n_ref), survival, ttft, prefill)
 
 
 def _bin_table(model: np.ndarray, engine: np.ndarray, weight: np.ndarray) -> list[str]:
@@ -207,14 +244,28 @@ def _bin_table(model: np.ndarray, engine: np.ndarray, weight: np.ndarray) -> lis
     return rows
 
 
-def probe(case: CalibrationCase, seeds: range, count_spread: float, wait_full_s: float) -> str:
-    """Run the case's engine and fluid on ``seeds`` and compare both pathwise models."""
+def probe(
+    case: CalibrationCase,
+    seeds: range,
+    spreads: tuple[float, float],
+    wait_full_s: float,
+    prefill_s: float | None,
+) -> str:
+    """Run the case's engine and fluid on ``seeds`` and compare both pathwise models
+    (``spreads`` = total, server; ``prefill_s`` None: the flat run's)."""
     capacity = mix_sustainable_rps(case.deferrable_share) * case.servers / 2
     sc = case.scenario()
     n_minutes = math.ceil(sc.days * 1440)
     probe_sim = local_simulation(replace(sc, days=0.001), "request", "iteration", case.local, 0)
     slots = int(probe_sim.prep.built.server_slots[0])
     law = residence_law(case, slots, capacity)
+    pre = law.prefill_s if prefill_s is None else prefill_s
+
+    def cohort(counts: np.ndarray) -> np.ndarray:
+        return cohort_wait_by_minute(counts, case.servers, slots, law.r0, law.r1, law.n_ref,
+                                     law.survival, capacity, pre, *spreads, wait_full_s,
+                                     SUBSTEPS_PER_MINUTE)  # fmt: skip
+
     eng, flu, lin, coh = [], [], [], []
     per_minute = {"lindley": [], "cohort": [], "engine": [], "weight": []}
     for seed in seeds:
@@ -224,9 +275,7 @@ def probe(case: CalibrationCase, seeds: range, count_spread: float, wait_full_s:
                                            n_minutes)  # fmt: skip
         c = counts.astype(float)
         w_l = lindley_wait_by_minute(c, capacity, SUBSTEPS_PER_MINUTE)
-        w_c = cohort_wait_by_minute(c, case.servers, slots, law.r0, law.r1, law.n_ref,
-                                    law.survival, capacity, count_spread, wait_full_s,
-                                    SUBSTEPS_PER_MINUTE)  # fmt: skip
+        w_c = cohort(c)
         eng.append(float(res.metrics["ttft_mean_s"]))
         flu.append(float(local_run_metrics(sc, "fluid", "iteration", case.local, seed)
                          ["ttft_mean_s"]))  # fmt: skip
@@ -238,21 +287,32 @@ def probe(case: CalibrationCase, seeds: range, count_spread: float, wait_full_s:
                                     - law.flat_ttft_s)  # fmt: skip
         per_minute["weight"].append(served)
     eng_a, flu_a, lin_a, coh_a = map(np.asarray, (eng, flu, lin, coh))
+    # the cohort model's own wait at the flat load (its spreads give one): the engine's flat
+    # TTFT holds the stationary wait, so the noise's part is the model's wait less this
+    flat = np.full(n_minutes, case.util * capacity * SECONDS_PER_MINUTE)
+    coh_flat = float(cohort(flat)[n_minutes // 2 :].mean())
+    coh_a = coh_a - coh_flat
     noise = eng_a.mean() - law.flat_ttft_s
+    err, se = paired_error(eng_a, flu_a)
     lines = [
         f"{case.name}: {len(eng)} seeds, {case.servers} servers x {slots} slots, saturated "
         f"{capacity:.2f} req/s; residence {law.r0:.3f} + {law.r1:.4f} n s, {law.n_ref:.2f} "
-        "running per server at the flat load",
-        f"  mean TTFT: engine {eng_a.mean():.4f} s, fluid {flu_a.mean():.4f} s "
-        f"({flu_a.mean() / eng_a.mean() - 1:+.2%}); engine at the flat load "
-        f"{law.flat_ttft_s:.4f} s, so the noise's part {noise:.4f} s",
+        f"running per server at the flat load; prefill {pre:.4f} s, spreads {spreads[0]:g} / "
+        f"{spreads[1]:g}, wait given full {wait_full_s:g} s",
+        f"  mean TTFT: engine {eng_a.mean():.4f} s, fluid {flu_a.mean():.4f} s ({err:+.2%} +- "
+        f"{se:.2%}, paired); engine at the flat load {law.flat_ttft_s:.4f} s, so the noise's "
+        f"part {noise:.4f} s",
     ]
+    lines.append(f"  cohort model's wait at the flat load {coh_flat:.4f} s (taken off its figures)")
     for name, arr in (("lindley", lin_a), ("cohort", coh_a)):
         corr = float(np.corrcoef(arr, eng_a)[0, 1]) if arr.size > 1 else math.nan
         rel = arr.mean() / noise - 1
-        lines.append(f"  {name}: mean wait {arr.mean():.4f} s ({rel:+.2%} of the noise's part), "
-                     f"correlation with the engine over seeds {corr:.4f}")  # fmt: skip
+        ttft_err, ttft_se = paired_error(eng_a, law.flat_ttft_s + arr)
+        lines.append(f"  {name}: mean wait {arr.mean():.4f} s ({rel:+.2%} of the noise's part; "
+                     f"as TTFT, flat + wait, {ttft_err:+.2%} +- {ttft_se:.2%}), correlation "
+                     f"with the engine over seeds {corr:.4f}")  # fmt: skip
     cat = {k: np.concatenate(v) for k, v in per_minute.items()}
+    cat["cohort"] = cat["cohort"] - coh_flat
     for name in ("lindley", "cohort"):
         lines.append(f"  engine TTFT less its flat value against {name}, per minute:")
         lines += _bin_table(cat[name], cat["engine"], cat["weight"])
@@ -266,17 +326,23 @@ def main(argv: list[str] | None = None) -> None:
                     help="a calibration case (bench/calibration_cases.py)")  # fmt: skip
     ap.add_argument("--seeds", type=int, default=64)
     ap.add_argument("--first-seed", type=int, default=0)
-    ap.add_argument("--count-spread", type=float, default=DEFAULT_COUNT_SPREAD)
+    ap.add_argument("--total-spread", type=float, default=DEFAULT_TOTAL_SPREAD)
+    ap.add_argument("--server-spread", type=float, default=DEFAULT_SERVER_SPREAD)
     ap.add_argument("--wait-full-s", type=float, default=DEFAULT_WAIT_FULL_S)
+    ap.add_argument(
+        "--prefill-s", type=float, default=None, help="prefill stall per prompt (0: none)"
+    )
     args = ap.parse_args(argv)
     if args.seeds < 1 or args.first_seed < 0:
         ap.error("--seeds must be >= 1 and --first-seed >= 0")
-    if args.count_spread < 0 or args.wait_full_s < 0:
-        ap.error("--count-spread and --wait-full-s must be >= 0")
+    values = (args.total_spread, args.server_spread, args.wait_full_s, args.prefill_s or 0.0)
+    if min(values) < 0:
+        ap.error("--total-spread, --server-spread, --wait-full-s and --prefill-s must be >= 0")
     if cases[args.case].demo:
         ap.error(f"--case {args.case}: the probe takes single-region cases, not the demo's")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    print(probe(cases[args.case], seeds, args.count_spread, args.wait_full_s))
+    spreads = (args.total_spread, args.server_spread)
+    print(probe(cases[args.case], seeds, spreads, args.wait_full_s, args.prefill_s))
 
 
 if __name__ == "__main__":
