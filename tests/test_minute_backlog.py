@@ -141,3 +141,12 @@ def test_cli_rejects_bad_arguments(argv, needle, capsys):
         mb.main(argv)
     assert exc.value.code == 2
     assert needle in capsys.readouterr().err
+
+
+def test_count_at_counts_arrived_and_not_finished():
+    arrival = np.array([0.0, 1.0, 2.0, 5.0])
+    finish = np.array([3.0, np.nan, 2.5, 6.0])  # the second never finishes (in flight)
+    times = np.array([0.0, 1.5, 2.0, 2.7, 3.0, 5.5, 7.0])
+    # at 0: the arrival at 0 not yet; 1.5: two; 2.0: the arrival at 2 not yet -> two; 2.7: the
+    # third left at 2.5 -> two; 3.0: the first leaves then -> one; 5.5: one + the fourth; 7: one
+    np.testing.assert_array_equal(mb.count_at(times, arrival, finish), [0, 2, 2, 2, 1, 2, 1])

@@ -244,6 +244,14 @@ def _bin_table(model: np.ndarray, engine: np.ndarray, weight: np.ndarray) -> lis
     return rows
 
 
+def _slots(case: CalibrationCase) -> int:
+    """The running cap of the case's servers (all alike)."""
+    sc = replace(case.scenario(), days=0.001)
+    return int(
+        local_simulation(sc, "request", "iteration", case.local, 0).prep.built.server_slots[0]
+    )
+
+
 def probe(
     case: CalibrationCase,
     seeds: range,
@@ -256,8 +264,7 @@ def probe(
     capacity = mix_sustainable_rps(case.deferrable_share) * case.servers / 2
     sc = case.scenario()
     n_minutes = math.ceil(sc.days * 1440)
-    probe_sim = local_simulation(replace(sc, days=0.001), "request", "iteration", case.local, 0)
-    slots = int(probe_sim.prep.built.server_slots[0])
+    slots = _slots(case)
     law = residence_law(case, slots, capacity)
     pre = law.prefill_s if prefill_s is None else prefill_s
 
@@ -319,6 +326,82 @@ def probe(
     return "\n".join(lines)
 
 
+STATE_EDGES = (0.0, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.2, math.inf)
+STATE_BIN_S = 5.0  # the completion rate's bins
+
+
+def count_at(times_s: np.ndarray, arrival_s: np.ndarray, finish_s: np.ndarray) -> np.ndarray:
+    """Requests in the system (arrived, not finished) at each of ``times_s``; an arrival at the
+    instant itself is not counted yet, a request finishing then no longer is."""
+    fin = np.sort(finish_s[np.isfinite(finish_s)])
+    return np.searchsorted(np.sort(arrival_s), times_s, side="left") - np.searchsorted(
+        fin, times_s, side="right"
+    )
+
+
+def engine_states(case: CalibrationCase, seeds: range, slots: int, capacity: float) -> str:
+    """What an arrival meets at the region's count ``N`` (in units of its slots): the share that
+    waits for a slot, the mean wait, the spread of one server's count about the region's share
+    (variance over servers, ``n / (n - 1)`` corrected, / mean, 1 s samples), and the completion
+    rate over the saturated rate in ``STATE_BIN_S`` bins where ``N`` rose and where it fell."""
+    sc = case.scenario()
+    edges = np.asarray(STATE_EDGES)
+    n_bins = edges.size - 1
+    total = case.servers * slots
+    # rows: arrivals, waiting, wait sum, count variance sum, count mean sum, completions rising,
+    # completions falling, bins rising, bins falling
+    acc = np.zeros((9, n_bins))
+
+    def add(row, b, weights=None):
+        acc[row] += np.bincount(b, weights=weights, minlength=n_bins)
+
+    def bins(x):
+        return np.clip(np.searchsorted(edges, x, side="right") - 1, 0, n_bins - 1)
+
+    for seed in seeds:
+        sim = local_simulation(sc, "request", "iteration", case.local, seed, record_requests=True)
+        fr = sim.run().requests
+        arr = fr.arrival_s.to_numpy()
+        fin = fr.finish_s.to_numpy()
+        # an arrival's wait for a slot: its TTFT less its first iteration and the residual
+        # iteration it met
+        wait = (fr.ttft_s - fr.first_iteration_s - fr.arrival_residual_s).to_numpy()
+        ok = np.isfinite(wait)
+        b = bins(count_at(arr, arr, fin) / total)[ok]
+        add(0, b)
+        add(1, b, (wait[ok] > 0.01).astype(float))
+        add(2, b, wait[ok])
+        ts = np.arange(1.0, sc.days * 86400.0, 1.0)
+        srv = fr.server.to_numpy()
+        per = np.stack([count_at(ts, arr[srv == j], fin[srv == j]) for j in range(case.servers)])
+        bt = bins(per.sum(0) / total)
+        if case.servers > 1:
+            add(3, bt, per.var(0, ddof=1))
+            add(4, bt, per.mean(0))
+        t5 = np.arange(0.0, sc.days * 86400.0 + STATE_BIN_S, STATE_BIN_S)
+        n5 = count_at(t5, arr, fin)
+        done = np.histogram(fin[np.isfinite(fin)], bins=t5)[0] / STATE_BIN_S / capacity
+        b5 = bins(0.5 * (n5[1:] + n5[:-1]) / total)
+        rose = n5[1:] > n5[:-1]
+        add(5, b5[rose], done[rose])
+        add(6, b5[~rose], done[~rose])
+        add(7, b5[rose])
+        add(8, b5[~rose])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        waiting, mean_wait = acc[1] / acc[0], acc[2] / acc[0]
+        spread, rising, falling = acc[3] / acc[4], acc[5] / acc[7], acc[6] / acc[8]
+    lines = [f"{case.name}, engine, seeds {seeds.start}-{seeds.stop - 1}, by N / (region's slots):"]
+    for i in range(n_bins):
+        if acc[0, i]:
+            lines.append(
+                f"  [{edges[i]:.2f}, {edges[i + 1]:.2f}): arrivals {int(acc[0, i]):8d}, waiting "
+                f"{waiting[i]:.3f}, mean wait {mean_wait[i]:.3f} s, server spread "
+                f"{spread[i]:.3f}, completions / saturated rate rising {rising[i]:.3f} falling "
+                f"{falling[i]:.3f}"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     cases = {c.name: c for c in ALL_CASES}
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -332,6 +415,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--prefill-s", type=float, default=None, help="prefill stall per prompt (0: none)"
     )
+    ap.add_argument(
+        "--engine-states",
+        action="store_true",
+        help="print the engine's waits, count spread and completion rate by the region's count",
+    )
     args = ap.parse_args(argv)
     if args.seeds < 1 or args.first_seed < 0:
         ap.error("--seeds must be >= 1 and --first-seed >= 0")
@@ -341,8 +429,13 @@ def main(argv: list[str] | None = None) -> None:
     if cases[args.case].demo:
         ap.error(f"--case {args.case}: the probe takes single-region cases, not the demo's")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
+    case = cases[args.case]
+    if args.engine_states:
+        capacity = mix_sustainable_rps(case.deferrable_share) * case.servers / 2
+        print(engine_states(case, seeds, _slots(case), capacity))
+        return
     spreads = (args.total_spread, args.server_spread)
-    print(probe(cases[args.case], seeds, spreads, args.wait_full_s, args.prefill_s))
+    print(probe(case, seeds, spreads, args.wait_full_s, args.prefill_s))
 
 
 if __name__ == "__main__":
