@@ -95,6 +95,8 @@ def test_quick_reproduction_writes_every_figure(data_dir, tmp_path):
     assert (fig3.n_seeds == 2).all()
     manifest = json.loads((out / "manifest.json").read_text())
     assert len(manifest["cells"]) == len(runs) and manifest["input_files_sha256"]
+    # the learners' floats depend on the CPU: the manifest names it
+    assert manifest["machine"]["cpu"] and manifest["machine"]["torch_cpu_capability"]
     assert [r["quantity"] for r in res["headline"]] == list(F.PAPER)
     if S.marlin_names():
         assert (out / "fig6_ablation.png").exists()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -315,6 +316,10 @@ def reproduce(cfg: Config, out: Path, log=print) -> dict:
         "python": platform.python_version(),
         "numpy": np.__version__,
         "torch": _version("torch"),
+        # the learners' floats depend on the CPU's vector kernels: MARLIN's MinCarbon / MinWater /
+        # MinCost cells at marlin8 moved by up to 2 points per seed between two machines at the
+        # same code (docs/seed001.md, "Fig. 5 at 02f256b's simulator"); same-machine reruns agree
+        "machine": _machine(),
         "marlin_policies": marlin_names(),
         "input_files_sha256": checksums,
         "wall_s": round(wall, 1),
@@ -356,6 +361,25 @@ def reused_rows(path: str, cells: list[Cell]) -> pd.DataFrame:
     want = {_cell_key(c) for c in cells}
     prev = prev[prev.apply(_row_key, axis=1).isin(want)]
     return prev.assign(tag=prev["tag"].astype(object).where(prev["tag"].notna(), ""))
+
+
+def _machine() -> dict[str, str]:
+    """The CPU model and torch's vector capability (what the learners' floats depend on)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            cpu = next(
+                (ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), cpu
+            )
+    except OSError:
+        pass
+    try:
+        import torch
+
+        capability = str(torch.backends.cpu.get_cpu_capability())
+    except (ImportError, AttributeError):
+        capability = "unknown"
+    return {"cpu": cpu, "torch_cpu_capability": capability, "cores": str(os.cpu_count())}
 
 
 def _version(mod: str) -> str | None:
