@@ -244,6 +244,12 @@ def _bin_table(model: np.ndarray, engine: np.ndarray, weight: np.ndarray) -> lis
     return rows
 
 
+def _capacity_rps(case: CalibrationCase) -> float:
+    """The case's region at its saturated rate (req/s): the sustainable rate of its class mix
+    over its servers (``calibrate.mix_sustainable_rps`` is per 2 servers)."""
+    return mix_sustainable_rps(case.deferrable_share) * case.servers / 2
+
+
 def _slots(case: CalibrationCase) -> int:
     """The running cap of the case's servers (all alike)."""
     sc = replace(case.scenario(), days=0.001)
@@ -261,7 +267,7 @@ def probe(
 ) -> str:
     """Run the case's engine and fluid on ``seeds`` and compare both pathwise models
     (``spreads`` = total, server; ``prefill_s`` None: the flat run's)."""
-    capacity = mix_sustainable_rps(case.deferrable_share) * case.servers / 2
+    capacity = _capacity_rps(case)
     sc = case.scenario()
     n_minutes = math.ceil(sc.days * 1440)
     slots = _slots(case)
@@ -431,8 +437,7 @@ def main(argv: list[str] | None = None) -> None:
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     case = cases[args.case]
     if args.engine_states:
-        capacity = mix_sustainable_rps(case.deferrable_share) * case.servers / 2
-        print(engine_states(case, seeds, _slots(case), capacity))
+        print(engine_states(case, seeds, _slots(case), _capacity_rps(case)))
         return
     spreads = (args.total_spread, args.server_spread)
     print(probe(case, seeds, spreads, args.wait_full_s, args.prefill_s))
