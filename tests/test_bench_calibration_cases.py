@@ -70,3 +70,29 @@ def test_engine_cache_runs_the_engine_once(tmp_path, monkeypatch):
     assert runs == [0, 0, 1, 0]
     assert set(first) == set(CC.METRICS)
     assert first["ttft_mean_s"] == pytest.approx(again["ttft_mean_s"], rel=0)
+
+
+def test_load_response_is_the_paired_change_of_each_engines_ttft(monkeypatch):
+    # two seeds of a short case: the reported change is (mean moved / mean base - 1) of the
+    # runs made here by hand, for the engine and the fluid alike; more load, longer TTFT
+    monkeypatch.setattr(CC, "DAYS", 0.01)
+    case = CC.CalibrationCase("t", "least-loaded", 0.8, seeds=2)
+    resp = CC.load_response(case, 0.1)
+    moved = CC.CalibrationCase("t", "least-loaded", 0.8 * 1.1)
+    for fidelity in ("request", "fluid"):
+        base = [CC.local_run_metrics(case.scenario(), fidelity, "iteration", case.local, s)
+                ["ttft_mean_s"] for s in range(2)]  # fmt: skip
+        up = [CC.local_run_metrics(moved.scenario(), fidelity, "iteration", case.local, s)
+              ["ttft_mean_s"] for s in range(2)]  # fmt: skip
+        assert resp[fidelity][0] == pytest.approx(sum(up) / sum(base) - 1.0, rel=1e-12)
+        assert resp[fidelity][0] > 0.0
+    with pytest.raises(ValueError, match="load step must be > -1"):
+        CC.load_response(case, -1.0)
+
+
+def test_load_step_flag_rejects_a_step_that_empties_the_load(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["calibration_cases", "--cases", "ll60", "--load-step", "-1"])
+    with pytest.raises(SystemExit) as exc:
+        CC.main()
+    assert exc.value.code == 2
+    assert "--load-step must be > -1" in capsys.readouterr().err

@@ -245,6 +245,29 @@ def case_errors(
     }
 
 
+def load_response(
+    case: CalibrationCase, step: float, seeds: int | None = None
+) -> dict[str, tuple[float, float]]:
+    """How much each engine's mean TTFT moves when the case's load grows by the share ``step``
+    (``util x (1 + step)``, same seeds, paired): ``{"request": (change, standard error),
+    "fluid": (...)}``. Near saturation under minute noise the TTFT moves about ten times the
+    load's change (``ll16_75s`` and ``ll75s``, 2026-12-06: docs/fluid_iteration_gap.md, "How
+    closely the noise term can be calibrated"), so a model's TTFT error there reads as an error
+    of its effective load a tenth as large."""
+    if not step > -1.0:
+        raise ValueError(f"load step must be > -1: {step}")
+    n = case.seeds if seeds is None else seeds
+    scenarios = (case.scenario(), replace(case, util=case.util * (1.0 + step)).scenario())
+    out = {}
+    for fidelity in ("request", "fluid"):
+        ttft = []
+        for sc in scenarios:
+            runs = [local_run_metrics(sc, fidelity, "iteration", case.local, s) for s in range(n)]
+            ttft.append(np.array([m["ttft_mean_s"] for m in runs]))
+        out[fidelity] = paired_error(*ttft)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
@@ -255,12 +278,30 @@ def main() -> None:
         help="keep the engine's figures in the disk cache (keyed by all simulation code but "
         "the fluid model's TTFT modules): reruns after a fluid-model edit skip the engine",
     )
+    parser.add_argument(
+        "--load-step",
+        type=float,
+        default=None,
+        help="instead of the errors: each engine's mean TTFT change when the load grows by "
+        "this share (0.01: 1 %%), paired over the seeds",
+    )
     args = parser.parse_args()
+    if args.load_step is not None and not args.load_step > -1.0:
+        parser.error(f"--load-step must be > -1: {args.load_step}")
     by_name = {c.name: c for c in ALL_CASES}
     names = [n for n in args.cases.split(",") if n] or list(by_name)
     unknown = [n for n in names if n not in by_name]
     if unknown:
         parser.error(f"unknown case(s) {unknown}; valid: {', '.join(by_name)}")
+    if args.load_step is not None:
+        print(f"case\tseeds\tmean TTFT change at {args.load_step:+.2%} load: engine\tfluid")
+        for name in names:
+            case = by_name[name]
+            resp = load_response(case, args.load_step, args.seeds)
+            n = case.seeds if args.seeds is None else args.seeds
+            cells = [f"{100 * e:+.2f} +- {100 * s:.2f} %" for e, s in resp.values()]
+            print(name, n, *cells, sep="\t", flush=True)
+        return
     print("case\tseeds\tcarbon\tenergy\tmean TTFT (error +- paired standard error)")
     for name in names:
         case = by_name[name]
