@@ -150,3 +150,27 @@ def test_count_at_counts_arrived_and_not_finished():
     # at 0: the arrival at 0 not yet; 1.5: two; 2.0: the arrival at 2 not yet -> two; 2.7: the
     # third left at 2.5 -> two; 3.0: the first leaves then -> one; 5.5: one + the fourth; 7: one
     np.testing.assert_array_equal(mb.count_at(times, arrival, finish), [0, 2, 2, 2, 1, 2, 1])
+
+
+def test_fluid_residence_law_passes_through_the_profiles_two_points(monkeypatch):
+    # the line r0 + r1 n holds the fluid's slots at the case's load (N decodes + lam tau in
+    # their prefill iteration, residence (N + lam tau) / lam) and the saturated point (S slots,
+    # servers S / capacity); the survival's mean is the residence there (0.5 s grid)
+    from greenroute.bench import calibration_cases as cc
+    from greenroute.sim.fluid_iteration import predict
+
+    monkeypatch.setattr(cc, "DAYS", 0.01)
+    case = cc.CalibrationCase("t", "least-loaded", 0.75, servers=4)
+    capacity = mb._capacity_rps(case)
+    law = mb.fluid_residence_law(case, 32, capacity)
+    lam = 0.75 * capacity / 4
+    prof = mb.local_simulation(case.scenario(), "fluid", "iteration", case.local, 0)
+    p = predict(prof.prep.service.iteration_profile(), np.array([[[lam], [0.0]]]),
+                np.zeros((1, 1), dtype=np.int64), np.array([32.0]))  # fmt: skip
+    n_slots = p["n"][0] + lam * p["tau"][0, 0, 0]
+    assert law.n_ref == pytest.approx(n_slots, rel=1e-12)
+    assert law.r0 + law.r1 * law.n_ref == pytest.approx(n_slots / lam, rel=1e-12)
+    assert law.r0 + law.r1 * 32 == pytest.approx(4 * 32 / capacity, rel=1e-12)
+    mean_s = (law.survival.sum() - 0.5) * 0.5  # trapezoid over the grid
+    assert mean_s == pytest.approx(n_slots / lam, rel=0.005)
+    assert 0.0 < law.prefill_s < p["tau"][0, 0, 0]

@@ -225,10 +225,44 @@ def residence_law(case: CalibrationCase, slots: int, capacity_rps: float) -> Res
             own = (resid, n, ttft, prefill)
     r1, r0 = np.polyfit(ns, rs, 1)
     resid, n_ref, ttft, prefill = own
+    return ResidenceLaw(float(r0), float(r1), float(n_ref), _survival(resid), ttft, prefill)
+
+
+def fluid_residence_law(case: CalibrationCase, slots: int, capacity_rps: float) -> ResidenceLaw:
+    """The residence law as the fluid model's profile gives it (no engine run but the flat TTFT,
+    which only places the noise's part): at the case's load a server runs ``N`` decodes
+    (``fluid_iteration.predict``) and holds ``N + lam tau`` slots (its own prefill iteration
+    ``tau`` too, as the engine counts a request from admission); the line ``r0 + r1 n`` runs
+    through that point (``n``, ``n / lam``) and the saturated one (``slots``, ``servers slots /
+    capacity``); the survival is of ``tau + (O - 1) x`` the time per output token ``N / (lam
+    (E[O] - 1))``, ``O`` the class's output-length samples."""
+    from greenroute.sim.fluid_iteration import predict
+
+    sc = case.scenario()
+    sim = local_simulation(sc, "fluid", "iteration", case.local, 0)
+    svc = sim.prep.service
+    prof = svc.iteration_profile()
+    lam = case.util * capacity_rps / case.servers
+    types = np.zeros((1, 1), dtype=np.int64)
+    p = predict(prof, np.array([[[lam], [0.0]]]), types, np.array([float(slots)]))
+    n_dec, tau = float(p["n"][0]), float(p["tau"][0, 0, 0])
+    n_ref = n_dec + lam * tau
+    r_sat = case.servers * slots / capacity_rps
+    r1 = (r_sat - n_ref / lam) / (slots - n_ref)
+    r0 = n_ref / lam - r1 * n_ref
+    out = np.asarray(svc.samples[1][0], dtype=float)
+    resid = tau + (out - 1.0) * n_dec / (lam * (out.mean() - 1.0))
+    flat = replace(case, sigma=0.0)
+    ttft = float(local_run_metrics(flat.scenario(), "request", "iteration", case.local, 0)
+                 ["ttft_mean_s"])  # fmt: skip
+    return ResidenceLaw(r0, r1, n_ref, _survival(resid), ttft, tau - float(p["d"][0]))
+
+
+def _survival(resid: np.ndarray) -> np.ndarray:
+    """P(residence > t) on the cohort model's grid from residence samples."""
     dt = SECONDS_PER_MINUTE / SUBSTEPS_PER_MINUTE
     grid = np.arange(0.0, resid.max() + 2 * dt, dt)
-    survival = 1.0 - np.searchsorted(np.sort(resid), grid, side="right") / resid.size
-    return ResidenceLaw(float(r0), float(r1), float(n_ref), survival, ttft, prefill)
+    return 1.0 - np.searchsorted(np.sort(resid), grid, side="right") / resid.size
 
 
 def _bin_table(model: np.ndarray, engine: np.ndarray, weight: np.ndarray) -> list[str]:
@@ -264,6 +298,7 @@ def probe(
     spreads: tuple[float, float],
     wait_full_s: float,
     prefill_s: float | None,
+    law_source: str = "engine",
 ) -> str:
     """Run the case's engine and fluid on ``seeds`` and compare both pathwise models
     (``spreads`` = total, server; ``prefill_s`` None: the flat run's)."""
@@ -271,7 +306,8 @@ def probe(
     sc = case.scenario()
     n_minutes = math.ceil(sc.days * 1440)
     slots = _slots(case)
-    law = residence_law(case, slots, capacity)
+    laws = {"engine": residence_law, "fluid": fluid_residence_law}
+    law = laws[law_source](case, slots, capacity)
     pre = law.prefill_s if prefill_s is None else prefill_s
 
     def cohort(counts: np.ndarray) -> np.ndarray:
@@ -309,9 +345,9 @@ def probe(
     err, se = paired_error(eng_a, flu_a)
     lines = [
         f"{case.name}: {len(eng)} seeds, {case.servers} servers x {slots} slots, saturated "
-        f"{capacity:.2f} req/s; residence {law.r0:.3f} + {law.r1:.4f} n s, {law.n_ref:.2f} "
-        f"running per server at the flat load; prefill {pre:.4f} s, spreads {spreads[0]:g} / "
-        f"{spreads[1]:g}, wait given full {wait_full_s:g} s",
+        f"{capacity:.2f} req/s; residence law from the {law_source}: {law.r0:.3f} + "
+        f"{law.r1:.4f} n s, {law.n_ref:.2f} running per server at the flat load; prefill "
+        f"{pre:.4f} s, spreads {spreads[0]:g} / {spreads[1]:g}, wait given full {wait_full_s:g} s",
         f"  mean TTFT: engine {eng_a.mean():.4f} s, fluid {flu_a.mean():.4f} s ({err:+.2%} +- "
         f"{se:.2%}, paired); engine at the flat load {law.flat_ttft_s:.4f} s, so the noise's "
         f"part {noise:.4f} s",
@@ -422,6 +458,13 @@ def main(argv: list[str] | None = None) -> None:
         "--prefill-s", type=float, default=None, help="prefill stall per prompt (0: none)"
     )
     ap.add_argument(
+        "--law",
+        choices=("engine", "fluid"),
+        default="engine",
+        help="the cohort model's residence law from flat engine runs (default) or as the fluid "
+        "model's profile gives it",
+    )
+    ap.add_argument(
         "--engine-states",
         action="store_true",
         help="print the engine's waits, count spread and completion rate by the region's count",
@@ -440,7 +483,7 @@ def main(argv: list[str] | None = None) -> None:
         print(engine_states(case, seeds, _slots(case), _capacity_rps(case)))
         return
     spreads = (args.total_spread, args.server_spread)
-    print(probe(case, seeds, spreads, args.wait_full_s, args.prefill_s))
+    print(probe(case, seeds, spreads, args.wait_full_s, args.prefill_s, args.law))
 
 
 if __name__ == "__main__":
