@@ -18,7 +18,11 @@ seed"):
   region's slots are full, and the wait an arrival meets is read off the path with the region's
   count spread about it (``total_spread``) and one server's about its share (the count law's
   ``z``): the region's queue at the saturated rate, and a full server's wait for its first
-  slot (``wait_full_s``) with the chance that its server is full.
+  slot (``wait_full_s``) with the chance that its server is full. The region's count variance
+  about the path is carried from step to step (``count_variance_step``, a Gaussian moment
+  closure: on a queue the count's randomness accumulates), unless ``--count-variance
+  stationary``. ``--law fluid`` takes the residence law from the fluid model's profile
+  (``fluid_residence_law``) instead of flat engine runs.
 
 It prints each model's mean wait next to the engine's mean TTFT less its flat-load value, their
 correlation over seeds, and both per minute, binned by the model's wait. The seed's engine runs
@@ -95,9 +99,21 @@ def _normal_excess(mean, var, level):
 
 
 @njit(cache=True)
+def count_variance_step(var, arrivals_rps, completions_rps, below, residence_s, spread, dt):
+    """One step of the region's count variance about the path (a Gaussian moment closure of
+    the count, after Rothkopf & Oren, "A closure approximation for the nonstationary M/M/s
+    queue", Management Science 25(6), 1979): arrivals and completions add ``spread`` times
+    their rates (the count law's ``amp``), and below the slots the delay system pulls the count
+    back to its path at ``1 / residence_s`` (a share ``below`` of it, the chance the count is
+    below the slots): dV/dt = spread (a + c) - 2 below V / R. Stationary below the slots, V =
+    spread a R = spread N (the count law); on a queue (``below`` 0) it grows without bound."""
+    return var + (spread * (arrivals_rps + completions_rps) - 2.0 * below * var / residence_s) * dt
+
+
+@njit(cache=True)
 def cohort_wait_by_minute(
     counts, servers, slots, r0, r1, n_ref, survival, capacity_rps, prefill_s, total_spread,
-    server_spread, wait_full_s, substeps,
+    server_spread, wait_full_s, substeps, variance_state=False,
 ):  # fmt: skip
     """Mean wait (s) over each minute of the region's slots as a delay system (module doc).
 
@@ -114,7 +130,12 @@ def cohort_wait_by_minute(
       / S + (1 - 1 / S) server_spread`` (the count law of ``sim/fluid_route_wait.py``). An
       arrival waits ``E[(N - S slots)^+] / capacity_rps`` for the region's queue and
       ``wait_full_s`` with the chance that its server is full. With both spreads 0 the wait is
-      ``Q / capacity_rps + wait_full_s`` under a queue and nothing else."""
+      ``Q / capacity_rps + wait_full_s`` under a queue and nothing else.
+    * ``variance_state``: the total's variance about the path is carried from step to step
+      (``count_variance_step``) instead of the stationary ``total_spread N``: on a queue the
+      count's randomness accumulates (a random walk, not a delay system), so the region's
+      queue spreads wider the longer it lasts, and relaxes to the stationary law once the
+      slots are free again."""
     dt = SECONDS_PER_MINUTE / substeps
     n_steps = counts.size * substeps
     mass = np.zeros(n_steps)
@@ -124,6 +145,7 @@ def cohort_wait_by_minute(
     z = total_spread / servers + (1.0 - 1.0 / servers) * server_spread
     clock = 0.0
     queue = 0.0
+    var = -1.0  # the carried count variance (variance_state), set at the first step
     first = 0  # the oldest cohort still running
     out = np.zeros(counts.size)
     n_grid = survival.size
@@ -152,7 +174,10 @@ def cohort_wait_by_minute(
             adm_at[t] = clock
             busy = running + admitted  # the step's occupancy, its own admissions included
             n_tot = busy + queue
-            over, _ = _normal_excess(n_tot, total_spread * n_tot, total_slots)
+            if variance_state and var < 0.0:
+                var = total_spread * n_tot
+            v_now = var if variance_state else total_spread * n_tot
+            over, _ = _normal_excess(n_tot, v_now, total_slots)
             acc += over / capacity_rps
             if z > 0.0:
                 mu = n_tot / servers
@@ -166,6 +191,13 @@ def cohort_wait_by_minute(
                 a_now = min(admitted / servers / dt * prefill_s, 0.95)
                 stall = (1.0 - a_now) / (1.0 - a_ref * prefill_s)
             clock += dt * ref / (r0 + r1 * n) * stall
+            if variance_state:
+                res_s = r0 + r1 * n
+                below = 1.0
+                if var > 0.0:
+                    below = 0.5 * math.erfc((n_tot - total_slots) / math.sqrt(2.0 * var))
+                var = count_variance_step(var, arrivals / dt, busy / res_s, below, res_s,
+                                          total_spread, dt)  # fmt: skip
         out[i] = acc / substeps
     return out
 
@@ -299,6 +331,7 @@ def probe(
     wait_full_s: float,
     prefill_s: float | None,
     law_source: str = "engine",
+    variance_state: bool = True,
 ) -> str:
     """Run the case's engine and fluid on ``seeds`` and compare both pathwise models
     (``spreads`` = total, server; ``prefill_s`` None: the flat run's)."""
@@ -313,7 +346,7 @@ def probe(
     def cohort(counts: np.ndarray) -> np.ndarray:
         return cohort_wait_by_minute(counts, case.servers, slots, law.r0, law.r1, law.n_ref,
                                      law.survival, capacity, pre, *spreads, wait_full_s,
-                                     SUBSTEPS_PER_MINUTE)  # fmt: skip
+                                     SUBSTEPS_PER_MINUTE, variance_state)  # fmt: skip
 
     eng, flu, lin, coh = [], [], [], []
     per_minute = {"lindley": [], "cohort": [], "engine": [], "weight": []}
@@ -347,7 +380,8 @@ def probe(
         f"{case.name}: {len(eng)} seeds, {case.servers} servers x {slots} slots, saturated "
         f"{capacity:.2f} req/s; residence law from the {law_source}: {law.r0:.3f} + "
         f"{law.r1:.4f} n s, {law.n_ref:.2f} running per server at the flat load; prefill "
-        f"{pre:.4f} s, spreads {spreads[0]:g} / {spreads[1]:g}, wait given full {wait_full_s:g} s",
+        f"{pre:.4f} s, spreads {spreads[0]:g} / {spreads[1]:g}, wait given full {wait_full_s:g} s,"
+        f" count variance {'carried' if variance_state else 'stationary'}",
         f"  mean TTFT: engine {eng_a.mean():.4f} s, fluid {flu_a.mean():.4f} s ({err:+.2%} +- "
         f"{se:.2%}, paired); engine at the flat load {law.flat_ttft_s:.4f} s, so the noise's "
         f"part {noise:.4f} s",
@@ -465,6 +499,13 @@ def main(argv: list[str] | None = None) -> None:
         "model's profile gives it",
     )
     ap.add_argument(
+        "--count-variance",
+        choices=("state", "stationary"),
+        default="state",
+        help="the region's count variance about the path: carried step to step (default; "
+        "count_variance_step) or the stationary count law's (as until 2026-12-06)",
+    )
+    ap.add_argument(
         "--engine-states",
         action="store_true",
         help="print the engine's waits, count spread and completion rate by the region's count",
@@ -483,7 +524,8 @@ def main(argv: list[str] | None = None) -> None:
         print(engine_states(case, seeds, _slots(case), _capacity_rps(case)))
         return
     spreads = (args.total_spread, args.server_spread)
-    print(probe(case, seeds, spreads, args.wait_full_s, args.prefill_s, args.law))
+    state = args.count_variance == "state"
+    print(probe(case, seeds, spreads, args.wait_full_s, args.prefill_s, args.law, state))
 
 
 if __name__ == "__main__":
