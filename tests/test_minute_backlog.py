@@ -176,16 +176,6 @@ def test_fluid_residence_law_passes_through_the_profiles_two_points(monkeypatch)
     assert 0.0 < law.prefill_s < p["tau"][0, 0, 0]
 
 
-def test_count_variance_step_by_hand():
-    # dV = (spread (a + c) - 2 below V / R) dt: 100 + (1.6 * 5 - 2 * 0.5 * 100 / 10) * 0.5
-    assert mb.count_variance_step(100.0, 2.0, 3.0, 0.5, 10.0, 1.6, 0.5) == pytest.approx(99.0)
-    # stationary below the slots: V = spread a R (the count law's spread N)
-    v = 1.6 * 2.0 * 10.0
-    assert mb.count_variance_step(v, 2.0, 2.0, 1.0, 10.0, 1.6, 0.5) == pytest.approx(v)
-    # on a queue (below 0) it grows by spread (a + c) per second
-    assert mb.count_variance_step(50.0, 3.0, 2.0, 0.0, 10.0, 1.6, 0.5) == pytest.approx(54.0)
-
-
 def _normal_excess_by_trapezoid(mean, var, level):
     sd = math.sqrt(var)
     x = np.linspace(level, mean + 12 * sd, 200001)

@@ -182,6 +182,7 @@ def paired_error(reference: np.ndarray, model: np.ndarray) -> tuple[float, float
 FLUID_ONLY_MODULES = (
     "sim/fluid_iteration_core.py",
     "sim/fluid_iteration_kernel.py",
+    "sim/fluid_minute_path.py",
     "sim/fluid_noise_backlog.py",
     "sim/fluid_route_wait.py",
     "sim/fluid_split_chain.py",

@@ -41,6 +41,7 @@ from numba import njit
 
 from greenroute.bench.calibrate import local_run_metrics, local_simulation, mix_sustainable_rps
 from greenroute.bench.calibration_cases import ALL_CASES, CalibrationCase, paired_error
+from greenroute.sim import fluid_minute_path as FMP
 
 SUBSTEPS_PER_MINUTE = 120  # 0.5 s steps: the cohort survival's grid is the same step
 SECONDS_PER_MINUTE = 60.0
@@ -86,120 +87,17 @@ def lindley_wait_by_minute(counts, capacity_rps, substeps):
     return out
 
 
-@njit(cache=True)
-def _normal_excess(mean, var, level):
-    """``(E[(X - level)^+], P(X > level))`` for X ~ Normal(mean, var) (a point mass at 0
-    variance)."""
-    if var <= 0.0:
-        return max(mean - level, 0.0), 1.0 if mean > level else 0.0
-    sd = math.sqrt(var)
-    d = (mean - level) / sd
-    p = 0.5 * math.erfc(-d / math.sqrt(2.0))
-    return sd * math.exp(-0.5 * d * d) / math.sqrt(2.0 * math.pi) + (mean - level) * p, p
-
-
-@njit(cache=True)
-def count_variance_step(var, arrivals_rps, completions_rps, below, residence_s, spread, dt):
-    """One step of the region's count variance about the path (a Gaussian moment closure of
-    the count, after Rothkopf & Oren, "A closure approximation for the nonstationary M/M/s
-    queue", Management Science 25(6), 1979): arrivals and completions add ``spread`` times
-    their rates (the count law's ``amp``), and below the slots the delay system pulls the count
-    back to its path at ``1 / residence_s`` (a share ``below`` of it, the chance the count is
-    below the slots): dV/dt = spread (a + c) - 2 below V / R. Stationary below the slots, V =
-    spread a R = spread N (the count law); on a queue (``below`` 0) it grows without bound."""
-    return var + (spread * (arrivals_rps + completions_rps) - 2.0 * below * var / residence_s) * dt
-
-
-@njit(cache=True)
 def cohort_wait_by_minute(
     counts, servers, slots, r0, r1, n_ref, survival, capacity_rps, prefill_s, total_spread,
     server_spread, wait_full_s, substeps, variance_state=False,
 ):  # fmt: skip
-    """Mean wait (s) over each minute of the region's slots as a delay system (module doc).
-
-    * ``survival[j]`` is P(residence > j dt) at the reference load (``dt`` = 60 / ``substeps``);
-      a cohort admitted at progress ``p`` runs while the survival at ``P - p`` lasts.
-    * The progress clock ``P`` runs at ``(r0 + r1 n_ref) / (r0 + r1 n)`` with ``n`` running per
-      server, times the prefill stall's change ``(1 - a prefill_s) / (1 - a_ref prefill_s)``:
-      each admitted prompt holds every decode back by its prefill (``prefill_s``), so a server
-      admitting ``a`` prompts a second progresses slower than the stationary ``a_ref = n / (r0
-      + r1 n)`` that the residence law already holds (filling slots: slower; draining: faster).
-    * Arrivals fill free slots first (FCFS behind any queue ``Q``). The region's count ``N`` =
-      running + queued is the path's mean; about it the total spreads as Normal(N,
-      ``total_spread`` N) and one server's count as Normal(N / S, z N / S), ``z = total_spread
-      / S + (1 - 1 / S) server_spread`` (the count law of ``sim/fluid_route_wait.py``). An
-      arrival waits ``E[(N - S slots)^+] / capacity_rps`` for the region's queue and
-      ``wait_full_s`` with the chance that its server is full. With both spreads 0 the wait is
-      ``Q / capacity_rps + wait_full_s`` under a queue and nothing else.
-    * ``variance_state``: the total's variance about the path is carried from step to step
-      (``count_variance_step``) instead of the stationary ``total_spread N``: on a queue the
-      count's randomness accumulates (a random walk, not a delay system), so the region's
-      queue spreads wider the longer it lasts, and relaxes to the stationary law once the
-      slots are free again."""
-    dt = SECONDS_PER_MINUTE / substeps
-    n_steps = counts.size * substeps
-    mass = np.zeros(n_steps)
-    adm_at = np.zeros(n_steps)
-    total_slots = servers * slots
-    ref = r0 + r1 * n_ref
-    z = total_spread / servers + (1.0 - 1.0 / servers) * server_spread
-    clock = 0.0
-    queue = 0.0
-    var = -1.0  # the carried count variance (variance_state), set at the first step
-    first = 0  # the oldest cohort still running
-    out = np.zeros(counts.size)
-    n_grid = survival.size
-    for i in range(counts.size):
-        arrivals = counts[i] / substeps
-        acc = 0.0
-        for k in range(substeps):
-            t = i * substeps + k
-            running = 0.0
-            for c in range(first, t):
-                # the admission step holds its cohort whole (it is not in ``running`` then), so
-                # a later step reads the survival half a step on (midpoint rule): the steps a
-                # cohort holds its slots sum to its mean residence, not half a step more
-                x = (clock - adm_at[c]) / dt + 0.5
-                j = int(x)
-                if j >= n_grid - 1:
-                    if c == first:
-                        first += 1
-                    continue
-                f = x - j
-                running += mass[c] * (survival[j] * (1.0 - f) + survival[j + 1] * f)
-            free = max(total_slots - running, 0.0)
-            admitted = min(queue + arrivals, free)
-            queue += arrivals - admitted
-            mass[t] = admitted
-            adm_at[t] = clock
-            busy = running + admitted  # the step's occupancy, its own admissions included
-            n_tot = busy + queue
-            if variance_state and var < 0.0:
-                var = total_spread * n_tot
-            v_now = var if variance_state else total_spread * n_tot
-            over, _ = _normal_excess(n_tot, v_now, total_slots)
-            acc += over / capacity_rps
-            if z > 0.0:
-                mu = n_tot / servers
-                acc += _normal_excess(mu, z * mu, slots)[1] * wait_full_s
-            elif queue > 0.0:
-                acc += wait_full_s
-            n = min(busy / servers, slots)
-            stall = 1.0
-            if prefill_s > 0.0:
-                a_ref = n / (r0 + r1 * n)
-                a_now = min(admitted / servers / dt * prefill_s, 0.95)
-                stall = (1.0 - a_now) / (1.0 - a_ref * prefill_s)
-            clock += dt * ref / (r0 + r1 * n) * stall
-            if variance_state:
-                res_s = r0 + r1 * n
-                below = 1.0
-                if var > 0.0:
-                    below = 0.5 * math.erfc((n_tot - total_slots) / math.sqrt(2.0 * var))
-                var = count_variance_step(var, arrivals / dt, busy / res_s, below, res_s,
-                                          total_spread, dt)  # fmt: skip
-        out[i] = acc / substeps
-    return out
+    """Mean wait (s) over each minute of the region's slots as a delay system, from an empty
+    region (``sim/fluid_minute_path.path_waits``, whose docstring has the model)."""
+    survival = np.asarray(survival, dtype=float)
+    mass, adm_at, scal = FMP.new_state(survival)
+    return FMP.path_waits(np.asarray(counts, dtype=float), servers, slots, r0, r1, n_ref,
+                          survival, capacity_rps, prefill_s, total_spread, server_spread,
+                          wait_full_s, substeps, variance_state, mass, adm_at, scal)  # fmt: skip
 
 
 def minute_sums(arrival_s: np.ndarray, ttft_s: np.ndarray, n_minutes: int):

@@ -16,8 +16,9 @@ import math
 import numpy as np
 from numba import njit
 
+from greenroute.sim.fluid_minute_path import normal_excess
+
 _SQRT2 = math.sqrt(2.0)
-_SQRT_2PI = math.sqrt(2.0 * math.pi)
 
 LOOKBACK_TOL_SD = 8.0  # a window whose mean is this many bounding sds below 0 ends the series
 LOOKBACK_NEGLIGIBLE_S = 1e-5  # a history whose busiest single minute backs up less: no backlog
@@ -39,13 +40,7 @@ def _skewed_call(mean, var, k3, strike, v_g, z, wq):
     n_q = z.size if v_g > 0.0 else 1
     gam = abs(k3) / var**1.5 if var > 0.0 else 0.0
     if gam < 1e-9:
-        sd = math.sqrt(var + v_g)
-        mu = mean - strike
-        if sd > 0.0:
-            zz = mu / sd
-            p = 0.5 * math.erfc(-zz / _SQRT2)
-            return sd * math.exp(-0.5 * zz * zz) / _SQRT_2PI + mu * p, p
-        return max(mu, 0.0), 1.0 if mu > 0.0 else 0.0
+        return normal_excess(mean, var + v_g, strike)
     # y = sqrt(w - 1) solves y^3 + 3 y = gam (Cardano: one real root)
     r = math.sqrt(0.25 * gam * gam + 1.0)
     y = (0.5 * gam + r) ** (1.0 / 3.0) - (r - 0.5 * gam) ** (1.0 / 3.0)

@@ -1,0 +1,158 @@
+"""The minute backlog of a region of iteration servers, pathwise: a cohort model of its slots
+run on the arrival counts of each minute (the seed's own path, not an expectation over the
+noise), with its state carried from one call to the next (epochs, forks).
+
+The region's ``servers x slots`` slots hold cohorts of admitted requests:
+
+* a cohort admitted at progress ``p`` runs while the residence survival ``survival[j]`` (P(R >
+  j dt) at the reference load) at ``P - p`` lasts; the progress clock ``P`` runs at ``(r0 + r1
+  n_ref) / (r0 + r1 n)`` with ``n`` running per server (the batch slows every decode), times
+  the prefill stall's change ``(1 - a prefill_s) / (1 - a_ref prefill_s)``: each admitted
+  prompt holds every decode back by its prefill, so a server admitting ``a`` prompts a second
+  progresses slower than the stationary ``a_ref = n / (r0 + r1 n)`` that the residence law
+  already holds;
+* arrivals (spread evenly over their minute) fill free slots first, FCFS behind any queue;
+* the region's count ``N`` (running + queued) has the path as its mean and a variance carried
+  step to step (``count_variance_step``, a Gaussian moment closure after Rothkopf & Oren, "A
+  closure approximation for the nonstationary M/M/s queue", Management Science 25(6), 1979):
+  arrivals and completions add ``total_spread`` times their rates, and below the slots the
+  delay system pulls the count back to its path at ``1 / R``; on a queue it is a random walk
+  and its randomness accumulates;
+* an arrival waits ``E[(N - servers slots)^+] / capacity_rps`` for the region's queue and
+  ``wait_full_s`` with the chance its own server is full (one server's count ~ Normal(N /
+  servers, z N / servers), ``z = total_spread / servers + (1 - 1 / servers) server_spread``,
+  the count law of ``fluid_route_wait``).
+
+Measured against the iteration engine on the seed's own minutes (``bench/minute_backlog.py``,
+docs/fluid_iteration_gap.md, "How closely the noise term can be calibrated"): with the engine's
+residence law within -2.6 to +1.5 % of mean TTFT on six noisy least-loaded cases. Not yet read
+by the fluid model (the fluid's slot occupancy at load is 0.7-2 % low, which this model
+amplifies about tenfold).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+SECONDS_PER_MINUTE = 60.0
+RING_FACTOR = 4  # cohorts kept: this many times the survival's grid (a slowed clock lives longer)
+STALL_CAP = 0.95  # the most of a server's time one step's admitted prefills may take
+# scal[] layout: the progress clock (s), the queue (requests), the count variance (-1: not yet
+# set), the ring's oldest slot, cohorts held
+CLOCK, QUEUE, VAR, HEAD, HELD = 0, 1, 2, 3, 4
+N_SCALARS = 5
+
+
+@njit(cache=True)
+def normal_excess(mean, var, level):
+    """``(E[(X - level)^+], P(X > level))`` for X ~ Normal(mean, var) (a point mass at 0
+    variance)."""
+    if var <= 0.0:
+        return max(mean - level, 0.0), 1.0 if mean > level else 0.0
+    sd = math.sqrt(var)
+    d = (mean - level) / sd
+    p = 0.5 * math.erfc(-d / math.sqrt(2.0))
+    return sd * math.exp(-0.5 * d * d) / math.sqrt(2.0 * math.pi) + (mean - level) * p, p
+
+
+@njit(cache=True)
+def count_variance_step(var, arrivals_rps, completions_rps, below, residence_s, spread, dt):
+    """One step of the region's count variance about the path: dV/dt = spread (a + c) - 2
+    below V / R (module doc). Stationary below the slots (``below`` 1, a = c), V = spread a R
+    = spread N, the count law; on a queue (``below`` 0) it grows by spread (a + c) a second."""
+    return var + (spread * (arrivals_rps + completions_rps) - 2.0 * below * var / residence_s) * dt
+
+
+def new_state(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An empty region: ``(mass, admitted_at, scalars)`` for ``path_waits``."""
+    cap = RING_FACTOR * int(survival.size)
+    scal = np.zeros(N_SCALARS)
+    scal[VAR] = -1.0
+    return np.zeros(cap), np.zeros(cap), scal
+
+
+@njit(cache=True)
+def path_waits(
+    counts, servers, slots, r0, r1, n_ref, survival, capacity_rps, prefill_s, total_spread,
+    server_spread, wait_full_s, substeps, variance_state, mass, adm_at, scal,
+):  # fmt: skip
+    """Mean wait (s) an arrival meets in each minute of ``counts`` (arrivals per minute),
+    advancing the state ``mass``/``adm_at``/``scal`` (``new_state``) in place. ``substeps``
+    steps a minute of ``dt = 60 / substeps`` s, the survival's grid step. ``variance_state``
+    False reads the count's variance as the stationary ``total_spread N`` instead (the model
+    until 2026-12-06)."""
+    dt = SECONDS_PER_MINUTE / substeps
+    cap = mass.size
+    total_slots = servers * slots
+    ref = r0 + r1 * n_ref
+    z = total_spread / servers + (1.0 - 1.0 / servers) * server_spread
+    clock, queue, var = scal[CLOCK], scal[QUEUE], scal[VAR]
+    head, held = int(scal[HEAD]), int(scal[HELD])
+    n_grid = survival.size
+    out = np.zeros(counts.size)
+    for i in range(counts.size):
+        arrivals = counts[i] / substeps
+        acc = 0.0
+        for _ in range(substeps):
+            running = 0.0
+            k = 0
+            while k < held:
+                c = (head + k) % cap
+                # the admission step holds its cohort whole (it is not in ``running`` then), so
+                # a later step reads the survival half a step on (midpoint rule): the steps a
+                # cohort holds its slots sum to its mean residence, not half a step more
+                x = (clock - adm_at[c]) / dt + 0.5
+                j = int(x)
+                if j >= n_grid - 1:
+                    if k == 0:  # the oldest has left: drop it
+                        head = (head + 1) % cap
+                        held -= 1
+                        continue
+                    k += 1
+                    continue
+                f = x - j
+                running += mass[c] * (survival[j] * (1.0 - f) + survival[j + 1] * f)
+                k += 1
+            free = max(total_slots - running, 0.0)
+            admitted = min(queue + arrivals, free)
+            queue += arrivals - admitted
+            if held == cap:  # the ring is full: the oldest is retired early
+                head = (head + 1) % cap
+                held -= 1
+            t = (head + held) % cap
+            mass[t] = admitted
+            adm_at[t] = clock
+            held += 1
+            busy = running + admitted  # the step's occupancy, its own admissions included
+            n_tot = busy + queue
+            if variance_state and var < 0.0:
+                var = total_spread * n_tot
+            v_now = var if variance_state else total_spread * n_tot
+            over, _ = normal_excess(n_tot, v_now, total_slots)
+            acc += over / capacity_rps
+            if z > 0.0:
+                mu = n_tot / servers
+                acc += normal_excess(mu, z * mu, slots)[1] * wait_full_s
+            elif queue > 0.0:
+                acc += wait_full_s
+            n = min(busy / servers, slots)
+            res_s = r0 + r1 * n
+            stall = 1.0
+            if prefill_s > 0.0:
+                a_ref = n / res_s
+                a_now = min(admitted / servers / dt * prefill_s, STALL_CAP)
+                stall = (1.0 - a_now) / (1.0 - a_ref * prefill_s)
+            clock += dt * ref / res_s * stall
+            if variance_state:
+                below = 1.0
+                if var > 0.0:
+                    below = 0.5 * math.erfc((n_tot - total_slots) / math.sqrt(2.0 * var))
+                var = count_variance_step(var, arrivals / dt, busy / res_s, below, res_s,
+                                          total_spread, dt)  # fmt: skip
+        out[i] = acc / substeps
+    scal[CLOCK], scal[QUEUE], scal[VAR] = clock, queue, var
+    scal[HEAD], scal[HELD] = head, held
+    return out
