@@ -174,6 +174,19 @@ def test_fluid_residence_law_passes_through_the_profiles_two_points(monkeypatch)
     mean_s = (law.survival.sum() - 0.5) * 0.5  # trapezoid over the grid
     assert mean_s == pytest.approx(n_slots / lam, rel=0.005)
     assert 0.0 < law.prefill_s < p["tau"][0, 0, 0]
+    # with one server's count spread z: N + d1 z N / d(N) + p / (1 - p), p = lam tau, the
+    # decode step's slope d1 read off the profile's table at N by hand
+    z = 0.6
+    spread = mb.fluid_residence_law(case, 32, capacity, z)
+    n, tau, d_n = p["n"][0], p["tau"][0, 0, 0], p["d"][0]
+    table = prof.prep.service.iteration_profile().decode[0]
+    d1 = table[int(n) + 1] - table[int(n)]
+    share = lam * tau
+    expect = n + d1 * z * n / d_n + share / (1.0 - share)
+    assert spread.n_ref == pytest.approx(expect, rel=1e-12)
+    assert spread.n_ref > law.n_ref  # both terms add to lam tau's share
+    assert spread.r0 + spread.r1 * 32 == pytest.approx(4 * 32 / capacity, rel=1e-12)
+    assert (spread.survival.sum() - 0.5) * 0.5 == pytest.approx(expect / lam, rel=0.005)
 
 
 def _normal_excess_by_trapezoid(mean, var, level):

@@ -158,14 +158,24 @@ def residence_law(case: CalibrationCase, slots: int, capacity_rps: float) -> Res
     return ResidenceLaw(float(r0), float(r1), float(n_ref), _survival(resid), ttft, prefill)
 
 
-def fluid_residence_law(case: CalibrationCase, slots: int, capacity_rps: float) -> ResidenceLaw:
+def fluid_residence_law(
+    case: CalibrationCase, slots: int, capacity_rps: float, spread_z: float | None = None
+) -> ResidenceLaw:
     """The residence law as the fluid model's profile gives it (no engine run but the flat TTFT,
     which only places the noise's part): at the case's load a server runs ``N`` decodes
     (``fluid_iteration.predict``) and holds ``N + lam tau`` slots (its own prefill iteration
     ``tau`` too, as the engine counts a request from admission); the line ``r0 + r1 n`` runs
     through that point (``n``, ``n / lam``) and the saturated one (``slots``, ``servers slots /
-    capacity``); the survival is of ``tau + (O - 1) x`` the time per output token ``N / (lam
-    (E[O] - 1))``, ``O`` the class's output-length samples."""
+    capacity``); the survival is of ``tau`` plus ``(O - 1)`` times the time per output token
+    that gives that mean, ``O`` the class's output-length samples.
+
+    ``spread_z``: one server's count spreads with variance ``spread_z N`` (the count law), and
+    the slots held are ``N + d1 spread_z N / d(N) + p / (1 - p)`` instead: decode-only
+    iterations hold the iteration-average ``N``, so their time average is higher by Jensen's
+    term (``d(n) = d0 + d1 n``, the decode step), and prefill iterations (a share ``p = lam
+    E[tau]`` of the time) hold the count an arrival meets (the time average, Poisson arrivals)
+    plus its own prompt: ``N_occ = (1 - p) N_d + p (N_occ + 1)`` (docs/fluid_iteration_gap.md,
+    "How closely the noise term can be calibrated")."""
     from greenroute.sim.fluid_iteration import predict
 
     sc = case.scenario()
@@ -177,11 +187,16 @@ def fluid_residence_law(case: CalibrationCase, slots: int, capacity_rps: float) 
     p = predict(prof, np.array([[[lam], [0.0]]]), types, np.array([float(slots)]))
     n_dec, tau = float(p["n"][0]), float(p["tau"][0, 0, 0])
     n_ref = n_dec + lam * tau
+    if spread_z is not None:
+        k = int(n_dec)
+        d1 = float(prof.decode[0, k + 1] - prof.decode[0, k])
+        share = lam * tau
+        n_ref = n_dec + d1 * spread_z * n_dec / float(p["d"][0]) + share / (1.0 - share)
     r_sat = case.servers * slots / capacity_rps
     r1 = (r_sat - n_ref / lam) / (slots - n_ref)
     r0 = n_ref / lam - r1 * n_ref
     out = np.asarray(svc.samples[1][0], dtype=float)
-    resid = tau + (out - 1.0) * n_dec / (lam * (out.mean() - 1.0))
+    resid = tau + (out - 1.0) * (n_ref / lam - tau) / (out.mean() - 1.0)
     flat = replace(case, sigma=0.0)
     ttft = float(local_run_metrics(flat.scenario(), "request", "iteration", case.local, 0)
                  ["ttft_mean_s"])  # fmt: skip
@@ -237,8 +252,13 @@ def probe(
     sc = case.scenario()
     n_minutes = math.ceil(sc.days * 1440)
     slots = _slots(case)
-    laws = {"engine": residence_law, "fluid": fluid_residence_law}
-    law = laws[law_source](case, slots, capacity)
+    if law_source == "engine":
+        law = residence_law(case, slots, capacity)
+    else:
+        z = spreads[0] / case.servers + (1.0 - 1.0 / case.servers) * spreads[1]
+        law = fluid_residence_law(
+            case, slots, capacity, z if law_source == "fluid-spread" else None
+        )
     pre = law.prefill_s if prefill_s is None else prefill_s
 
     def cohort(counts: np.ndarray) -> np.ndarray:
@@ -391,10 +411,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument(
         "--law",
-        choices=("engine", "fluid"),
+        choices=("engine", "fluid", "fluid-spread"),
         default="engine",
         help="the cohort model's residence law from flat engine runs (default) or as the fluid "
-        "model's profile gives it",
+        "model's profile gives it (fluid-spread: with the count spread's terms in the slots "
+        "held, fluid_residence_law)",
     )
     ap.add_argument(
         "--count-variance",
