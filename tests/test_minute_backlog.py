@@ -185,7 +185,10 @@ def test_fluid_residence_law_passes_through_the_profiles_two_points(monkeypatch)
     expect = n + d1 * z * n / d_n + share / (1.0 - share)
     assert spread.n_ref == pytest.approx(expect, rel=1e-12)
     assert spread.n_ref > law.n_ref  # both terms add to lam tau's share
-    assert spread.r0 + spread.r1 * 32 == pytest.approx(4 * 32 / capacity, rel=1e-12)
+    # its saturated point: a prefill iteration at the cap carries 31 decodes, not 32
+    ratio = mb.prompt_slot_capacity_ratio(prof.prep.service.iteration_profile(), 32)
+    assert 0.99 < ratio < 1.0
+    assert spread.r0 + spread.r1 * 32 == pytest.approx(4 * 32 / (capacity * ratio), rel=1e-12)
     assert (spread.survival.sum() - 0.5) * 0.5 == pytest.approx(expect / lam, rel=0.005)
 
 
@@ -232,3 +235,16 @@ def test_cohort_carried_variance_widens_a_lasting_queue():
     # (held = the model's mean residence on its grid, 10.013 s)
     held_s = DT_S * (1.0 + np.sum(0.5 * (surv[1:-1] + surv[2:])))
     np.testing.assert_allclose(np.diff(carried[-5:]), (1.05 - 10.0 / held_s) * 60.0, rtol=2e-3)
+
+
+def test_prompt_slot_capacity_ratio_by_hand():
+    # a profile of one type and class, 4 slots: w(adv) = tau + (E[O] - 1 - adv) d / S with
+    # tau = 0.1, E[O] = 11, d = 0.02: adv(4) = 4 gives 0.1 + 6 * 0.005 = 0.13, adv(3) = 3
+    # gives 0.1 + 7 * 0.005 = 0.135; the ratio of rates is 0.13 / 0.135
+    class Prof:
+        tau = np.full((1, 1, 5), 0.1)
+        decode = np.full((1, 5), 0.02)
+        adv = np.arange(5.0).reshape(1, 1, 5)
+        e_out = np.array([11.0])
+
+    assert mb.prompt_slot_capacity_ratio(Prof, 4) == pytest.approx(0.13 / 0.135, rel=1e-12)

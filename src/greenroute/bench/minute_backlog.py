@@ -169,8 +169,9 @@ def fluid_residence_law(
     capacity``); the survival is of ``tau`` plus ``(O - 1)`` times the time per output token
     that gives that mean, ``O`` the class's output-length samples.
 
-    ``spread_z``: one server's count spreads with variance ``spread_z N`` (the count law), and
-    the slots held are ``N + d1 spread_z N / d(N) + p / (1 - p)`` instead: decode-only
+    ``spread_z``: the saturated point is at the rate ``prompt_slot_capacity_ratio`` times
+    ``capacity_rps``, and one server's count spreads with variance ``spread_z N`` (the count
+    law), and the slots held are ``N + d1 spread_z N / d(N) + p / (1 - p)`` instead: decode-only
     iterations hold the iteration-average ``N``, so their time average is higher by Jensen's
     term (``d(n) = d0 + d1 n``, the decode step), and prefill iterations (a share ``p = lam
     E[tau]`` of the time) hold the count an arrival meets (the time average, Poisson arrivals)
@@ -192,6 +193,7 @@ def fluid_residence_law(
         d1 = float(prof.decode[0, k + 1] - prof.decode[0, k])
         share = lam * tau
         n_ref = n_dec + d1 * spread_z * n_dec / float(p["d"][0]) + share / (1.0 - share)
+        capacity_rps *= prompt_slot_capacity_ratio(prof, slots)
     r_sat = case.servers * slots / capacity_rps
     r1 = (r_sat - n_ref / lam) / (slots - n_ref)
     r0 = n_ref / lam - r1 * n_ref
@@ -201,6 +203,21 @@ def fluid_residence_law(
     ttft = float(local_run_metrics(flat.scenario(), "request", "iteration", case.local, 0)
                  ["ttft_mean_s"])  # fmt: skip
     return ResidenceLaw(r0, r1, n_ref, _survival(resid), ttft, tau - float(p["d"][0]))
+
+
+def prompt_slot_capacity_ratio(prof, slots: int) -> float:
+    """The saturated rate when a prefill iteration at the cap carries at most ``slots - 1``
+    decodes (its prompt holds a slot: the engine caps admitted requests, prompts included),
+    over the fluid's, which lets it carry ``min(slots, B - P)`` (``saturation_work_s``):
+    ``w(S, adv(S)) / w(S, adv(S - 1))`` of the interactive class on the first perf type, ``w =
+    tau + (E[O] - 1 - adv) d(S) / S`` server-seconds per request."""
+    s = float(slots)
+    tau, d = float(prof.tau[0, 0, slots]), float(prof.decode[0, slots])
+
+    def work(adv: float) -> float:
+        return tau + (float(prof.e_out[0]) - 1.0 - adv) * d / s
+
+    return work(float(prof.adv[0, 0, slots])) / work(float(prof.adv[0, 0, slots - 1]))
 
 
 def _survival(resid: np.ndarray) -> np.ndarray:
@@ -259,6 +276,8 @@ def probe(
         law = fluid_residence_law(
             case, slots, capacity, z if law_source == "fluid-spread" else None
         )
+        if law_source == "fluid-spread":  # the queue drains at the law's saturated rate
+            capacity = case.servers * slots / (law.r0 + law.r1 * slots)
     pre = law.prefill_s if prefill_s is None else prefill_s
 
     def cohort(counts: np.ndarray) -> np.ndarray:
