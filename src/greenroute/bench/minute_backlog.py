@@ -262,9 +262,13 @@ def probe(
     prefill_s: float | None,
     law_source: str = "engine",
     variance_state: bool = True,
+    per_server: bool = False,
 ) -> str:
     """Run the case's engine and fluid on ``seeds`` and compare both pathwise models
-    (``spreads`` = total, server; ``prefill_s`` None: the flat run's)."""
+    (``spreads`` = total, server; ``prefill_s`` None: the flat run's). ``per_server``: the
+    model runs on one server (split arrivals, round-robin or random: each server queues alone)
+    fed ``1 / servers`` of the region's minute counts, its count spread ``spreads[0]`` (one
+    server's, by router), no pooled wait given full."""
     capacity = _capacity_rps(case)
     sc = case.scenario()
     n_minutes = math.ceil(sc.days * 1440)
@@ -273,6 +277,8 @@ def probe(
         law = residence_law(case, slots, capacity)
     else:
         z = spreads[0] / case.servers + (1.0 - 1.0 / case.servers) * spreads[1]
+        if per_server:
+            z = spreads[0]
         law = fluid_residence_law(
             case, slots, capacity, z if law_source == "fluid-spread" else None
         )
@@ -281,6 +287,11 @@ def probe(
     pre = law.prefill_s if prefill_s is None else prefill_s
 
     def cohort(counts: np.ndarray) -> np.ndarray:
+        if per_server:
+            k = case.servers
+            return cohort_wait_by_minute(counts / k, 1, slots, law.r0, law.r1, law.n_ref,
+                                         law.survival, capacity / k, pre, spreads[0], 0.0, 0.0,
+                                         SUBSTEPS_PER_MINUTE, variance_state)  # fmt: skip
         return cohort_wait_by_minute(counts, case.servers, slots, law.r0, law.r1, law.n_ref,
                                      law.survival, capacity, pre, *spreads, wait_full_s,
                                      SUBSTEPS_PER_MINUTE, variance_state)  # fmt: skip
@@ -318,7 +329,8 @@ def probe(
         f"{capacity:.2f} req/s; residence law from the {law_source}: {law.r0:.3f} + "
         f"{law.r1:.4f} n s, {law.n_ref:.2f} running per server at the flat load; prefill "
         f"{pre:.4f} s, spreads {spreads[0]:g} / {spreads[1]:g}, wait given full {wait_full_s:g} s,"
-        f" count variance {'carried' if variance_state else 'stationary'}",
+        f" count variance {'carried' if variance_state else 'stationary'}"
+        f"{', per server' if per_server else ''}",
         f"  mean TTFT: engine {eng_a.mean():.4f} s, fluid {flu_a.mean():.4f} s ({err:+.2%} +- "
         f"{se:.2%}, paired); engine at the flat load {law.flat_ttft_s:.4f} s, so the noise's "
         f"part {noise:.4f} s",
@@ -444,6 +456,12 @@ def main(argv: list[str] | None = None) -> None:
         "count_variance_step) or the stationary count law's (as until 2026-12-06)",
     )
     ap.add_argument(
+        "--per-server",
+        action="store_true",
+        help="run the model per server on 1 / servers of the region's counts (split arrivals: "
+        "round-robin, random); --total-spread is then one server's count spread",
+    )
+    ap.add_argument(
         "--engine-states",
         action="store_true",
         help="print the engine's waits, count spread and completion rate by the region's count",
@@ -463,7 +481,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     spreads = (args.total_spread, args.server_spread)
     state = args.count_variance == "state"
-    print(probe(case, seeds, spreads, args.wait_full_s, args.prefill_s, args.law, state))
+    print(probe(case, seeds, spreads, args.wait_full_s, args.prefill_s, args.law, state,
+                args.per_server))  # fmt: skip
 
 
 if __name__ == "__main__":
