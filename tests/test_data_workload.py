@@ -46,6 +46,7 @@ from greenroute.data.workload import (
     expected_rate_rps,
     generate_requests,
     sample_epoch_counts,
+    sample_piece_counts,
 )
 
 MONDAY_UTC = pd.Timestamp("2024-03-04 00:00", tz="UTC")  # a Monday
@@ -439,6 +440,36 @@ def test_fluid_counts_equal_discrete_counts(seed, epoch_min, n_epochs, sigma) ->
     discrete = generate_requests(spec, start, epoch_s * n_epochs, seed)
     np.testing.assert_array_equal(fluid, discrete.counts_by_epoch(epoch_s, n_epochs, 3, 2))
     assert fluid.sum() == len(discrete)
+
+
+@pytest.mark.parametrize("epoch_s", [120.0, 100.0])
+def test_piece_counts_are_the_requests_minute_by_minute(epoch_s: float) -> None:
+    # the pieces tile the horizon at every minute and epoch boundary (100 s epochs: 0, 60, 100,
+    # 120, 180, 200, ...) and the epochs sum them; with whole-minute epochs each piece's counts
+    # are the generated requests that arrive in it (the requests' pieces are the minutes, so
+    # 100 s epochs draw other pieces from the same streams)
+    spec = _spec(models=("llama2-70b", "llama2-7b"), model_mix=(0.5, 0.5))
+    start, n_epochs = "2024-06-03 14:30", 9
+    pieces = sample_piece_counts(spec, start, epoch_s, n_epochs, seed=11)
+    horizon = epoch_s * n_epochs
+    edges = np.union1d(np.arange(0.0, horizon + 1, 60.0), np.arange(0.0, horizon + 1, epoch_s))
+    edges = edges[edges <= horizon]
+    np.testing.assert_array_equal(pieces.start_s, edges[:-1])
+    np.testing.assert_array_equal(pieces.length_s, np.diff(edges))
+    epoch = np.searchsorted(np.arange(n_epochs) * epoch_s, pieces.start_s, side="right") - 1
+    per_epoch = np.zeros((n_epochs, 3, 2, 2), dtype=np.int64)
+    np.add.at(per_epoch, epoch, pieces.counts)
+    np.testing.assert_array_equal(
+        per_epoch, sample_epoch_counts(spec, start, epoch_s, n_epochs, seed=11)
+    )
+    assert pieces.counts.sum() > 500  # there are arrivals to place
+    if epoch_s % 60.0 == 0.0:
+        req = generate_requests(spec, start, horizon, seed=11)
+        piece = np.searchsorted(edges, req.arrival_s, side="right") - 1
+        by_hand = np.zeros_like(pieces.counts)
+        np.add.at(by_hand, (piece, req.origin, req.cls, req.model), 1)
+        np.testing.assert_array_equal(pieces.counts, by_hand)
+    assert sample_piece_counts(spec, start, epoch_s, 0, seed=11).counts.shape == (0, 3, 2, 2)
 
 
 @pytest.mark.parametrize("epoch_s", [900.0, 450.5])

@@ -403,6 +403,41 @@ def expected_rate_rps(
     return _sum_by_epoch(lam, seg_start, bounds) / float(epoch_s)
 
 
+@dataclass(frozen=True)
+class PieceCounts:
+    """Poisson arrival counts per piece of ``[0, n_epochs epoch_s)``, the pieces cut at every
+    minute and epoch boundary (the minutes themselves when epochs are whole minutes): the path
+    within each epoch that :func:`sample_epoch_counts` sums, for models that read the seed's
+    own minutes (``sim/fluid_minute_path.py``)."""
+
+    start_s: np.ndarray  # [n_pieces]
+    length_s: np.ndarray  # [n_pieces]
+    counts: np.ndarray  # [n_pieces, n_origins, 2, n_models] int64
+
+
+def sample_piece_counts(
+    spec: WorkloadSpec,
+    start_utc: datetime | pd.Timestamp | np.datetime64 | str,
+    epoch_s: float,
+    n_epochs: int,
+    seed: int,
+) -> PieceCounts:
+    """Poisson arrival counts per piece of the horizon (:class:`PieceCounts`), no requests made;
+    the same rate function, noise and random streams as :func:`generate_requests`."""
+    bounds = _epoch_bounds(epoch_s, n_epochs)
+    if n_epochs == 0:
+        empty = np.zeros(0)
+        shape = (0, spec.n_origins, N_CLASSES, spec.n_models)
+        return PieceCounts(empty, empty, np.zeros(shape, dtype=np.int64))
+    start = as_utc_timestamp(start_utc)
+    rng = _streams(seed)
+    seg_start, seg_len, seg_minute = _segments(bounds[-1], bounds)
+    n_minutes = int(seg_minute.max()) + 1
+    noise = _minute_noise(spec, rng["noise"], n_minutes)
+    lam = _segment_lambda(spec, start, seg_len, seg_minute, n_minutes, noise)
+    return PieceCounts(seg_start, seg_len, rng["counts"].poisson(lam).astype(np.int64))
+
+
 def sample_epoch_counts(
     spec: WorkloadSpec,
     start_utc: datetime | pd.Timestamp | np.datetime64 | str,
@@ -410,20 +445,15 @@ def sample_epoch_counts(
     n_epochs: int,
     seed: int,
 ) -> np.ndarray:
-    """Poisson arrival counts ``[n_epochs, n_origins, 2, n_models]`` (int64), no requests made.
+    """Poisson arrival counts ``[n_epochs, n_origins, 2, n_models]`` (int64), no requests made:
+    :func:`sample_piece_counts` summed per epoch.
 
     Same rate function, noise and random streams as :func:`generate_requests`: when
     ``epoch_s`` is a whole number of minutes the result equals
     ``generate_requests(spec, start_utc, n_epochs * epoch_s, seed).counts_by_epoch(...)``.
     """
-    bounds = _epoch_bounds(epoch_s, n_epochs)
+    pieces = sample_piece_counts(spec, start_utc, epoch_s, n_epochs, seed)
     if n_epochs == 0:
-        return np.zeros((0, spec.n_origins, N_CLASSES, spec.n_models), dtype=np.int64)
-    start = as_utc_timestamp(start_utc)
-    rng = _streams(seed)
-    seg_start, seg_len, seg_minute = _segments(bounds[-1], bounds)
-    n_minutes = int(seg_minute.max()) + 1
-    noise = _minute_noise(spec, rng["noise"], n_minutes)
-    lam = _segment_lambda(spec, start, seg_len, seg_minute, n_minutes, noise)
-    counts = rng["counts"].poisson(lam)
-    return _sum_by_epoch(counts, seg_start, bounds).astype(np.int64)
+        return pieces.counts
+    bounds = _epoch_bounds(epoch_s, n_epochs)
+    return _sum_by_epoch(pieces.counts, pieces.start_s, bounds).astype(np.int64)
