@@ -343,6 +343,13 @@ def probe(
         lines.append(f"  {name}: mean wait {arr.mean():.4f} s ({rel:+.2%} of the noise's part; "
                      f"as TTFT, flat + wait, {ttft_err:+.2%} +- {ttft_se:.2%}), correlation "
                      f"with the engine over seeds {corr:.4f}")  # fmt: skip
+    # what a fluid with this noise term would read: its own flat-load TTFT (the stationary
+    # part, deterministic) plus the cohort model's noise part
+    flat_fluid = float(local_run_metrics(replace(case, sigma=0.0).scenario(), "fluid",
+                                         "iteration", case.local, 0)["ttft_mean_s"])  # fmt: skip
+    both_err, both_se = paired_error(eng_a, flat_fluid + coh_a)
+    lines.append(f"  cohort on the fluid's own flat TTFT ({flat_fluid:.4f} s), a pathwise "
+                 f"fluid's figure: {both_err:+.2%} +- {both_se:.2%}")  # fmt: skip
     cat = {k: np.concatenate(v) for k, v in per_minute.items()}
     cat["cohort"] = cat["cohort"] - coh_flat
     for name in ("lindley", "cohort"):
