@@ -25,9 +25,10 @@ The region's ``servers x slots`` slots hold cohorts of admitted requests:
 
 Measured against the iteration engine on the seed's own minutes (``bench/minute_backlog.py``,
 docs/fluid_iteration_gap.md, "How closely the noise term can be calibrated"): with the engine's
-residence law within -2.6 to +1.5 % of mean TTFT on six noisy least-loaded cases. Not yet read
-by the fluid model (the fluid's slot occupancy at load is 0.7-2 % low, which this model
-amplifies about tenfold).
+residence law within -2.6 to +1.5 % of mean TTFT on six noisy least-loaded cases; with the law
+the fluid's profile gives, corrected for the slots held at load and the prompt's slot at the
+cap (``bench/minute_backlog.fluid_residence_law``), -3.8 to +0.3 % on ten. Split arrivals
+(round-robin, random) queue per server and do not fit it yet. Not yet read by the fluid model.
 """
 
 from __future__ import annotations
