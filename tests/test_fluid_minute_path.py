@@ -76,3 +76,9 @@ def test_full_ring_retires_its_oldest_cohort():
     fmp.path_waits(np.full(3, 60.0), 1, 1000, 2.0, 38.0, 0.0, surv, 1.0, 0.0, 0.0, 0.0, 0.0,
                    SUBSTEPS, False, mass, adm_at, scal)  # fmt: skip
     assert scal[fmp.HELD] == mass.size
+
+
+def test_server_count_spread_by_hand():
+    # 16 servers: 1.6 / 16 + 15 / 16 * 0.46 = 0.1 + 0.43125; one server holds the region's
+    assert fmp.server_count_spread(1.6, 0.46, 16) == pytest.approx(0.53125, rel=1e-12)
+    assert fmp.server_count_spread(1.6, 0.46, 1) == pytest.approx(1.6, rel=1e-12)

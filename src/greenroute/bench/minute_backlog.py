@@ -22,7 +22,10 @@ seed"):
   about the path is carried from step to step (``count_variance_step``, a Gaussian moment
   closure: on a queue the count's randomness accumulates), unless ``--count-variance
   stationary``. ``--law fluid`` takes the residence law from the fluid model's profile
-  (``fluid_residence_law``) instead of flat engine runs.
+  (``fluid_residence_law``) instead of flat engine runs, ``--law fluid-spread`` with its
+  corrections for the slots held at load and the prompt's slot at the cap; ``--per-server``
+  runs the model on one server (split arrivals). It also prints the model's noise part on the
+  fluid's own flat-load TTFT: what a fluid with this noise term would read.
 
 It prints each model's mean wait next to the engine's mean TTFT less its flat-load value, their
 correlation over seeds, and both per minute, binned by the model's wait. The seed's engine runs
@@ -276,9 +279,7 @@ def probe(
     if law_source == "engine":
         law = residence_law(case, slots, capacity)
     else:
-        z = spreads[0] / case.servers + (1.0 - 1.0 / case.servers) * spreads[1]
-        if per_server:
-            z = spreads[0]
+        z = spreads[0] if per_server else FMP.server_count_spread(*spreads, case.servers)
         law = fluid_residence_law(
             case, slots, capacity, z if law_source == "fluid-spread" else None
         )

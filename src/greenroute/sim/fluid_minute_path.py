@@ -20,8 +20,7 @@ The region's ``servers x slots`` slots hold cohorts of admitted requests:
   and its randomness accumulates;
 * an arrival waits ``E[(N - servers slots)^+] / capacity_rps`` for the region's queue and
   ``wait_full_s`` with the chance its own server is full (one server's count ~ Normal(N /
-  servers, z N / servers), ``z = total_spread / servers + (1 - 1 / servers) server_spread``,
-  the count law of ``fluid_route_wait``).
+  servers, z N / servers), ``z`` from ``server_count_spread``).
 
 Measured against the iteration engine on the seed's own minutes (``bench/minute_backlog.py``,
 docs/fluid_iteration_gap.md, "How closely the noise term can be calibrated"): with the engine's
@@ -60,6 +59,14 @@ def normal_excess(mean, var, level):
 
 
 @njit(cache=True)
+def server_count_spread(total_spread, server_spread, servers):
+    """One server's count variance over its mean, ``z = total_spread / servers + (1 - 1 /
+    servers) server_spread``: its share of the region's spread plus its own about that share
+    (the count law of ``fluid_route_wait``)."""
+    return total_spread / servers + (1.0 - 1.0 / servers) * server_spread
+
+
+@njit(cache=True)
 def count_variance_step(var, arrivals_rps, completions_rps, below, residence_s, spread, dt):
     """One step of the region's count variance about the path: dV/dt = spread (a + c) - 2
     below V / R (module doc). Stationary below the slots (``below`` 1, a = c), V = spread a R
@@ -89,7 +96,7 @@ def path_waits(
     cap = mass.size
     total_slots = servers * slots
     ref = r0 + r1 * n_ref
-    z = total_spread / servers + (1.0 - 1.0 / servers) * server_spread
+    z = server_count_spread(total_spread, server_spread, servers)
     clock, queue, var = scal[CLOCK], scal[QUEUE], scal[VAR]
     head, held = int(scal[HEAD]), int(scal[HELD])
     n_grid = survival.size
