@@ -184,6 +184,7 @@ FLUID_ONLY_MODULES = (
     "sim/fluid_iteration_kernel.py",
     "sim/fluid_minute_path.py",
     "sim/fluid_noise_backlog.py",
+    "sim/fluid_path_noise.py",
     "sim/fluid_route_wait.py",
     "sim/fluid_split_chain.py",
 )

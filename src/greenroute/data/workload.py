@@ -414,6 +414,14 @@ class PieceCounts:
     length_s: np.ndarray  # [n_pieces]
     counts: np.ndarray  # [n_pieces, n_origins, 2, n_models] int64
 
+    def by_epoch(self, epoch_s: float, n_epochs: int) -> np.ndarray:
+        """The counts summed per epoch, ``[n_epochs, n_origins, 2, n_models]`` int64 (every
+        epoch starts a piece)."""
+        if n_epochs == 0:
+            return self.counts
+        bounds = _epoch_bounds(epoch_s, n_epochs)
+        return _sum_by_epoch(self.counts, self.start_s, bounds).astype(np.int64)
+
 
 def sample_piece_counts(
     spec: WorkloadSpec,
@@ -452,8 +460,4 @@ def sample_epoch_counts(
     ``epoch_s`` is a whole number of minutes the result equals
     ``generate_requests(spec, start_utc, n_epochs * epoch_s, seed).counts_by_epoch(...)``.
     """
-    pieces = sample_piece_counts(spec, start_utc, epoch_s, n_epochs, seed)
-    if n_epochs == 0:
-        return pieces.counts
-    bounds = _epoch_bounds(epoch_s, n_epochs)
-    return _sum_by_epoch(pieces.counts, pieces.start_s, bounds).astype(np.int64)
+    return sample_piece_counts(spec, start_utc, epoch_s, n_epochs, seed).by_epoch(epoch_s, n_epochs)

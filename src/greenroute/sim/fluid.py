@@ -129,6 +129,7 @@ class FluidBackend:
         slot-seconds at the running cap (a request costs ``S w`` of them, ``w`` = server-seconds
         per request when ``S`` requests run), so its capacity, backlog and utilisation are those
         of the iteration server; energy and the wait are then corrected per epoch."""
+        from greenroute.sim import fluid_path_noise as FPN
         from greenroute.sim.fluid_iteration import class_moments, routing, saturation_work_s
 
         self.prof = self.svc.iteration_profile()
@@ -153,7 +154,21 @@ class FluidBackend:
         par = np.array([self.sigma, NOISE_PERIOD_S, RHO_MAX_STABLE])
         split = routing(self.local_codes, self.g_region, self.g_servers)
         c_mom = np.array([class_moments(p, o) for p, o in zip(*self.svc.samples, strict=True)])
-        self.it_par = (gh, par, c(split, dtype=np.int64), c(c_mom, dtype=float))
+        # minute noise on the seed's own path behind least-loaded / least-connections
+        # (``fluid_path_noise``): where the scenario has minute noise and its minutes
+        pieces = self.sim.prep.piece_counts
+        g_path = (split[:, 1] > 0) & (self.sigma > 0) & (pieces is not None)
+        self.it_par = (gh, par, c(split, dtype=np.int64), c(c_mom, dtype=float),
+                       c(g_path, dtype=np.int64))  # fmt: skip
+        self.path_law = np.zeros((self.n_g, FPN.N_LAW))
+        self.path_mass, self.path_adm, self.path_scal = FPN.new_path_state(self.n_g)
+        self.path_on = bool(g_path.any())
+        if self.path_on:
+            start_s, length_s, per_origin = pieces
+            bounds = np.arange(self.n_e + 1) * float(self.sc.epoch_s)
+            self.path_first = np.searchsorted(start_s, bounds - 1e-9)
+            self.path_pieces = (c(per_origin), c(length_s, dtype=float))
+            self.path_out_sf = FPN.output_survival(list(self.svc.samples[1]))
         self.pre = np.zeros(self.n_g)
         # per group, the utilisation and queue variance of the epochs the minute backlog looks
         # back over (``fluid_noise_backlog.lookback_lindley``): forked with the state

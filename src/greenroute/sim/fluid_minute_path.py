@@ -27,7 +27,9 @@ docs/fluid_iteration_gap.md, "How closely the noise term can be calibrated"): wi
 residence law within -2.6 to +1.5 % of mean TTFT on six noisy least-loaded cases; with the law
 the fluid's profile gives, corrected for the slots held at load and the prompt's slot at the
 cap (``bench/minute_backlog.fluid_residence_law``), -3.8 to +0.3 % on ten. Split arrivals
-(round-robin, random) queue per server and do not fit it yet. Not yet read by the fluid model.
+(round-robin, random) queue per server and do not fit it yet. The fluid model reads it behind
+least-loaded and least-connections (``fluid_path_noise``, with ``path_pieces``: pieces of any
+length, the clock in mean residences).
 """
 
 from __future__ import annotations
@@ -74,6 +76,21 @@ def count_variance_step(var, arrivals_rps, completions_rps, below, residence_s, 
     return var + (spread * (arrivals_rps + completions_rps) - 2.0 * below * var / residence_s) * dt
 
 
+@njit(cache=True)
+def readout(n_tot, var, queue, servers, slots, z, capacity_rps, wait_full_s):
+    """``(mean wait, chance to wait)`` of an arrival at the region's count ``n_tot`` (running +
+    queued) of variance ``var`` about it: ``E[(N - servers slots)^+] / capacity_rps`` for the
+    region's queue plus ``wait_full_s`` with the chance its own server is full (one server's
+    count ~ Normal(n_tot / servers, z n_tot / servers); with ``z`` 0, full while a queue is
+    held); it waits when either holds (the larger chance)."""
+    over, p_over = normal_excess(n_tot, var, servers * slots)
+    p_full = 1.0 if queue > 0.0 else 0.0
+    if z > 0.0:
+        mu = n_tot / servers
+        p_full = normal_excess(mu, z * mu, slots)[1]
+    return over / capacity_rps + p_full * wait_full_s, max(p_over, p_full)
+
+
 def new_state(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """An empty region: ``(mass, admitted_at, scalars)`` for ``path_waits``."""
     cap = RING_FACTOR * int(survival.size)
@@ -88,22 +105,46 @@ def path_waits(
     server_spread, wait_full_s, substeps, variance_state, mass, adm_at, scal,
 ):  # fmt: skip
     """Mean wait (s) an arrival meets in each minute of ``counts`` (arrivals per minute),
-    advancing the state ``mass``/``adm_at``/``scal`` (``new_state``) in place. ``substeps``
-    steps a minute of ``dt = 60 / substeps`` s, the survival's grid step. ``variance_state``
-    False reads the count's variance as the stationary ``total_spread N`` instead (the model
-    until 2026-12-06)."""
+    advancing the state ``mass``/``adm_at``/``scal`` (``new_state``) in place. ``survival``: the
+    residence survival at ``n_ref`` running per server on a grid of ``dt = 60 / substeps`` s.
+    ``variance_state`` False reads the count's variance as the stationary ``total_spread N``
+    instead (the model until 2026-12-06). ``path_pieces`` with whole minutes."""
     dt = SECONDS_PER_MINUTE / substeps
+    waits = np.zeros(counts.size)
+    pwait = np.zeros(counts.size)
+    path_pieces(counts, np.full(counts.size, SECONDS_PER_MINUTE), dt, servers, slots, r0, r1,
+                survival, dt / (r0 + r1 * n_ref), capacity_rps, prefill_s, total_spread,
+                server_spread, wait_full_s, variance_state, mass, adm_at, scal, waits,
+                pwait)  # fmt: skip
+    return waits
+
+
+@njit(cache=True)
+def path_pieces(
+    counts, lengths_s, dt_s, servers, slots, r0, r1, survival, grid_step, capacity_rps,
+    prefill_s, total_spread, server_spread, wait_full_s, variance_state, mass, adm_at, scal,
+    waits, pwait,
+):  # fmt: skip
+    """The model over pieces of the path: ``counts[i]`` arrivals spread evenly over
+    ``lengths_s[i]`` seconds, in steps of about ``dt_s``; the mean wait (s) and the chance to
+    wait an arrival meets in each piece into ``waits``/``pwait``; the state ``mass``/``adm_at``/
+    ``scal`` (``new_state``) advanced in place. The progress clock counts mean residences at the
+    law ``r0 + r1 n``: ``survival[j]`` is P(R / E[R] > ``j grid_step``), ``grid_step`` the
+    progress of one step at the reference load (``dt_s / E[R]``), so a cohort read half a step
+    on is half a grid point on."""
     cap = mass.size
     total_slots = servers * slots
-    ref = r0 + r1 * n_ref
     z = server_count_spread(total_spread, server_spread, servers)
     clock, queue, var = scal[CLOCK], scal[QUEUE], scal[VAR]
     head, held = int(scal[HEAD]), int(scal[HELD])
     n_grid = survival.size
-    out = np.zeros(counts.size)
     for i in range(counts.size):
+        substeps = max(round(lengths_s[i] / dt_s), 1)
+        dt = lengths_s[i] / substeps
+        half = 0.5 * dt / dt_s
         arrivals = counts[i] / substeps
         acc = 0.0
+        acc_p = 0.0
         for _ in range(substeps):
             running = 0.0
             k = 0
@@ -112,7 +153,7 @@ def path_waits(
                 # the admission step holds its cohort whole (it is not in ``running`` then), so
                 # a later step reads the survival half a step on (midpoint rule): the steps a
                 # cohort holds its slots sum to its mean residence, not half a step more
-                x = (clock - adm_at[c]) / dt + 0.5
+                x = (clock - adm_at[c]) / grid_step + half
                 j = int(x)
                 if j >= n_grid - 1:
                     if k == 0:  # the oldest has left: drop it
@@ -139,13 +180,10 @@ def path_waits(
             if variance_state and var < 0.0:
                 var = total_spread * n_tot
             v_now = var if variance_state else total_spread * n_tot
-            over, _ = normal_excess(n_tot, v_now, total_slots)
-            acc += over / capacity_rps
-            if z > 0.0:
-                mu = n_tot / servers
-                acc += normal_excess(mu, z * mu, slots)[1] * wait_full_s
-            elif queue > 0.0:
-                acc += wait_full_s
+            w_now, p_now = readout(n_tot, v_now, queue, servers, slots, z, capacity_rps,
+                                   wait_full_s)  # fmt: skip
+            acc += w_now
+            acc_p += p_now
             n = min(busy / servers, slots)
             res_s = r0 + r1 * n
             stall = 1.0
@@ -153,14 +191,14 @@ def path_waits(
                 a_ref = n / res_s
                 a_now = min(admitted / servers / dt * prefill_s, STALL_CAP)
                 stall = (1.0 - a_now) / (1.0 - a_ref * prefill_s)
-            clock += dt * ref / res_s * stall
+            clock += dt / res_s * stall
             if variance_state:
                 below = 1.0
                 if var > 0.0:
                     below = 0.5 * math.erfc((n_tot - total_slots) / math.sqrt(2.0 * var))
                 var = count_variance_step(var, arrivals / dt, busy / res_s, below, res_s,
                                           total_spread, dt)  # fmt: skip
-        out[i] = acc / substeps
+        waits[i] = acc / substeps
+        pwait[i] = acc_p / substeps
     scal[CLOCK], scal[QUEUE], scal[VAR] = clock, queue, var
     scal[HEAD], scal[HELD] = head, held
-    return out

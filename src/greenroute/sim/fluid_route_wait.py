@@ -250,12 +250,22 @@ def wait_given_full(n_srv, s, n, lam, share_q):
     does not drain (``mu - share_q lam`` not positive, saturated): the first completion alone,
     the epoch's backlog taking over."""
     rate = s * lam / max(n, 1e-12)  # completions per second of a full server
-    own = min(n / s, 1.0) / rate if rate > 0 else 0.0
+    own = first_completion_wait(s, n, lam)
     q_rate = rate - share_q * lam
     if rate > 0 and q_rate > 0:
         own += share_q * lam / (rate * q_rate)
     den = n_srv * (rate - lam)
     return max(1.0 / den if den > 0 else 0.0, own)
+
+
+@njit(cache=True)
+def first_completion_wait(s, n, lam):
+    """A full server's first completion behind least-loaded, ``(n / S) / mu`` (``mu = S lam /
+    n`` its completions per second; its requests hold ``n / S`` of the usual work each: the
+    router picked it by its low work): ``wait_given_full``'s own-server floor without the
+    prompts queued ahead there (``fluid_path_noise`` counts those in the region's count)."""
+    rate = s * lam / max(n, 1e-12)
+    return min(n / s, 1.0) / rate if rate > 0 else 0.0
 
 
 @njit(cache=True)

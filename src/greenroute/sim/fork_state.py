@@ -30,9 +30,10 @@ OUTCOME_FIELDS = (
 # fluid backend state arrays updated in place by ``fluid_kernel.fluid_step``
 FLUID_GROUP_STATE = ("backlog_s", "backlog_req", "util", "busy_slots")  # [G]
 FLUID_LEDGERS = ("it_dyn_kwh", "served_req", "busy_slot_s", "dispatched")  # [R, E]
-# running totals, first held cohort, the step's outputs (read right after the step) and the
-# minute backlog's epoch history (iteration servers)
-FLUID_SCRATCH = ("acc", "first", "n_int", "outs", "info", "n_gcm", "pre", "e_pf_it", "noise_hist")
+# running totals, first held cohort, the step's outputs (read right after the step), the
+# minute backlog's epoch history and the minute path's state (iteration servers)
+FLUID_SCRATCH = ("acc", "first", "n_int", "outs", "info", "n_gcm", "pre", "e_pf_it", "noise_hist",
+                 "path_law", "path_mass", "path_adm", "path_scal")  # fmt: skip
 
 
 class EngineState:

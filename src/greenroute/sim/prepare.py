@@ -37,6 +37,9 @@ class Prepared:
     latency_s: np.ndarray  # [O, R] one way
     requests: Requests | None  # request fidelity
     counts: np.ndarray | None  # fluid fidelity: [E, O, C, M]
+    # fluid fidelity, synthetic workload with minute noise: (start_s [P], length_s [P], counts
+    # [P, O] float32), arrivals per piece of the horizon (minutes cut at epoch bounds)
+    piece_counts: tuple | None
     expected_rps: np.ndarray  # [E+H, C, O] noise-free arrival rates
     observed_rps: np.ndarray  # [E+H, C, O] realised arrival rates
     service: ServiceModel
@@ -107,6 +110,7 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
     input_files = dict(signals.files)
     requests = None
     counts = None
+    pieces = None
     wl = scenario.workload
     t_total = n_e + h + 1
     if isinstance(wl, TraceWorkload):
@@ -167,8 +171,11 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
             requests = W.generate_requests(spec, scenario.start_utc, scenario.horizon_s, wseed)
             cnt = requests.counts_by_epoch(scenario.epoch_s, t_total, n_o, n_m)
         else:
-            cnt = W.sample_epoch_counts(spec, scenario.start_utc, scenario.epoch_s, t_total, wseed)
+            pcs = W.sample_piece_counts(spec, scenario.start_utc, scenario.epoch_s, t_total, wseed)
+            cnt = pcs.by_epoch(scenario.epoch_s, t_total)
             counts = cnt[:n_e].astype(float)
+            if spec.rate_noise_sigma > 0:  # the seed's own minutes (``sim/fluid_path_noise``)
+                pieces = (pcs.start_s, pcs.length_s, pcs.counts.sum(axis=(2, 3), dtype=np.float32))
         observed = cnt.sum(axis=3).transpose(0, 2, 1) / scenario.epoch_s
     if scenario.fidelity == "fluid" and counts is None:
         assert requests is not None
@@ -192,6 +199,7 @@ def prepare(scenario: Scenario, seed: int = 0, data_dir: Path | None = None) -> 
         latency_s=latency,
         requests=requests,
         counts=counts,
+        piece_counts=pieces,
         expected_rps=expected,
         observed_rps=observed,
         service=service,
