@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from greenroute.sim import fluid_minute_path as fmp
+from greenroute.sim.fluid_path_noise import read_steps
 
 DT_S = 0.5
 SUBSTEPS = 120
@@ -82,3 +83,74 @@ def test_server_count_spread_by_hand():
     # 16 servers: 1.6 / 16 + 15 / 16 * 0.46 = 0.1 + 0.43125; one server holds the region's
     assert fmp.server_count_spread(1.6, 0.46, 16) == pytest.approx(0.53125, rel=1e-12)
     assert fmp.server_count_spread(1.6, 0.46, 1) == pytest.approx(1.6, rel=1e-12)
+
+
+def _pieces(counts, surv, free_share=0.0, merge_grid=0.0, state=None):
+    """``path_pieces`` over minutes on 16 x 24 slots, the residence law 7 + 0.15 n s (10 s at 20
+    held per server); returns ``(waits, chance to wait, state)``."""
+    counts = np.asarray(counts, dtype=float)
+    state = fmp.new_state(surv) if state is None else state
+    waits, pwait = np.zeros(counts.size), np.zeros(counts.size)
+    # the grid scaled as the fluid scales it: the mean residence as read is the law's exactly
+    grid = 1.0 / read_steps(surv, surv.size)
+    fmp.path_pieces(counts, np.full(counts.size, 60.0), DT_S, 16, 24, 7.0, 0.15, surv, grid,
+                    50.0, 0.1, 1.6, 0.46, 0.3, True, free_share, merge_grid, *state, waits,
+                    pwait)  # fmt: skip
+    return waits, pwait, state
+
+
+SURV_10S = np.exp(-np.arange(0.0, 8.0, DT_S / 10.0))  # exponential residence, mean 10 s
+
+
+def test_flat_count_by_hand():
+    # N = 32 (7 + 0.15 N / 16): N = 224 / (1 - 0.3) = 320 at 32 req/s over 16 servers
+    assert fmp.flat_count(32.0, 16, 7.0, 0.15) == pytest.approx(320.0, rel=1e-12)
+    assert fmp.flat_count(200.0, 16, 7.0, 0.15) == np.inf  # no flat state: it queues
+
+
+def test_a_free_minute_reads_the_flat_state_and_the_ring_rebuilds_from_it():
+    # minutes holding 70 % of the slots are read off the flat state, not stepped (free below
+    # 90 %): the readout the stepped model settles at; a busy minute after them is stepped
+    # from the ring the flat state gives, and reads as the fully stepped model within 1 %
+    n_light = 0.7 * 384  # the flat count at N / (7 + 0.15 N / 16) req/s
+    light = n_light / (7.0 + 0.15 * n_light / 16) * 60.0  # arrivals a minute
+    counts = np.r_[np.full(10, light), 1.5 * light, np.full(4, light)]
+    stepped, _, _ = _pieces(counts, SURV_10S)
+    free, p_free, state = _pieces(counts, SURV_10S, free_share=0.9)
+    n_flat = fmp.flat_count(light / 60.0, 16, 7.0, 0.15)
+    assert 0.69 * 384 < n_flat < 0.9 * 384
+    z = fmp.server_count_spread(1.6, 0.46, 16)
+    want = fmp.readout(n_flat, fmp.flat_variance(n_flat, 1.6, 384), 0.0, 16, 24, z, 50.0, 0.3)
+    assert want[0] > 1e-4  # a readout that is not nothing
+    assert free[3] == want[0] and p_free[3] == want[1]
+    # the stepped model settles there: 0.0024 s, deep in the readout's tail, where a tenth of a
+    # request held moves it 2.5 % (the stepped flat count is that close to the law's)
+    assert free[3] == pytest.approx(stepped[3], rel=0.05)
+    assert stepped[10] > 10 * stepped[3]  # the busy minute is what matters
+    assert free[10] == pytest.approx(stepped[10], rel=0.01)
+    assert state[2][fmp.WARM] == pytest.approx(light / 60.0)  # it ended on a free minute
+
+
+def test_merged_cohorts_keep_the_flat_count():
+    # admissions merged into cohorts up to 3 grid steps old (about 7 steps each), read at their
+    # mean admission time plus the second-order term of its spread: the flat state still holds
+    # N = rate x mean residence (320 at 32 req/s), so the wait at it is the unmerged one within
+    # 0.5 % (the mean alone read it 3 % low: the survival is convex)
+    counts = np.full(30, 32.0 * 60.0)
+    w_fine, _, fine = _pieces(counts, SURV_10S)
+    w_merged, _, state = _pieces(counts, SURV_10S, merge_grid=3.0)
+    assert state[2][fmp.HELD] < 0.25 * fine[2][fmp.HELD]  # far fewer cohorts to walk
+    assert w_merged[-1] == pytest.approx(w_fine[-1], rel=0.005)
+
+
+def test_flat_variance_is_the_closures_fixed_point():
+    # far below the slots the count law's spread N; near them V = spread N / P(N < slots)
+    assert fmp.flat_variance(100.0, 1.6, 384) == pytest.approx(160.0, rel=1e-12)
+    n = 358.4
+    v = fmp.flat_variance(n, 1.6, 384)
+    below = 0.5 * math.erfc((n - 384) / math.sqrt(2.0 * v))
+    assert v == pytest.approx(1.6 * n / below, rel=1e-8)
+    assert v > 1.15 * 1.6 * n
+    # the closure's step leaves it where it is (arrivals = completions = N / R)
+    r = 10.0
+    assert fmp.count_variance_step(v, n / r, n / r, below, r, 1.6, 0.5) == pytest.approx(v)

@@ -43,10 +43,12 @@ def test_residence_survival_by_hand():
 
 
 SF = fpn.output_survival([np.random.default_rng(0).geometric(1 / 200.0, 20_000)])
-LAM = 2.0  # per server, req/s: mean residence 10 s at 20 held per server
+# 16 servers x 24 slots at 22.4 held per server (93 % of the slots: above the free pieces'
+# share, so every minute is stepped), mean residence 10 s
+LAM = 2.24  # per server, req/s
 R1 = 0.15
-LAW = _law(LAM=LAM, NOCC=20.0, R1=R1, R0=10.0 - R1 * 20.0, PT=9.8 / 199.0, TAU0=0.2)
-FLAT_PER_MIN = LAM * 16 * 60.0  # 16 servers x 24 slots at 20 held (83 % of the slots)
+LAW = _law(LAM=LAM, NOCC=22.4, R1=R1, R0=10.0 - R1 * 22.4, PT=9.8 / 199.0, TAU0=0.2)
+FLAT_PER_MIN = LAM * 16 * 60.0
 
 
 def _epoch(pieces, n_int=None, state=None):

@@ -41,11 +41,13 @@ from numba import njit
 
 SECONDS_PER_MINUTE = 60.0
 RING_FACTOR = 4  # cohorts kept: this many times the survival's grid (a slowed clock lives longer)
+FLAT_VARIANCE_ITERS = 50  # at most, for ``flat_variance``'s fixed point (a few suffice)
 STALL_CAP = 0.95  # the most of a server's time one step's admitted prefills may take
-# scal[] layout: the progress clock (s), the queue (requests), the count variance (-1: not yet
-# set), the ring's oldest slot, cohorts held
-CLOCK, QUEUE, VAR, HEAD, HELD = 0, 1, 2, 3, 4
-N_SCALARS = 5
+# scal[] layout: the progress clock, the queue (requests), the count variance (-1: not yet
+# set), the ring's oldest slot, cohorts held, the arrival rate (req/s) of the stationary state
+# the ring stands for while it is empty after a free piece (0: none)
+CLOCK, QUEUE, VAR, HEAD, HELD, WARM = 0, 1, 2, 3, 4, 5
+N_SCALARS = 6
 
 
 @njit(cache=True)
@@ -92,11 +94,13 @@ def readout(n_tot, var, queue, servers, slots, z, capacity_rps, wait_full_s):
 
 
 def new_state(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """An empty region: ``(mass, admitted_at, scalars)`` for ``path_waits``."""
+    """An empty region: ``(mass, admitted_at, scalars)`` for ``path_waits``; ``admitted_at[0]``
+    is each cohort's mean admission time on the progress clock, ``admitted_at[1]`` its
+    variance (cohorts that merged several steps' admissions)."""
     cap = RING_FACTOR * int(survival.size)
     scal = np.zeros(N_SCALARS)
     scal[VAR] = -1.0
-    return np.zeros(cap), np.zeros(cap), scal
+    return np.zeros(cap), np.zeros((2, cap)), scal
 
 
 @njit(cache=True)
@@ -114,7 +118,7 @@ def path_waits(
     pwait = np.zeros(counts.size)
     path_pieces(counts, np.full(counts.size, SECONDS_PER_MINUTE), dt, servers, slots, r0, r1,
                 survival, dt / (r0 + r1 * n_ref), capacity_rps, prefill_s, total_spread,
-                server_spread, wait_full_s, variance_state, mass, adm_at, scal, waits,
+                server_spread, wait_full_s, variance_state, 0.0, 0.0, mass, adm_at, scal, waits,
                 pwait)  # fmt: skip
     return waits
 
@@ -122,8 +126,8 @@ def path_waits(
 @njit(cache=True)
 def path_pieces(
     counts, lengths_s, dt_s, servers, slots, r0, r1, survival, grid_step, capacity_rps,
-    prefill_s, total_spread, server_spread, wait_full_s, variance_state, mass, adm_at, scal,
-    waits, pwait,
+    prefill_s, total_spread, server_spread, wait_full_s, variance_state, free_share, merge_grid,
+    mass, adm_at, scal, waits, pwait,
 ):  # fmt: skip
     """The model over pieces of the path: ``counts[i]`` arrivals spread evenly over
     ``lengths_s[i]`` seconds, in steps of about ``dt_s``; the mean wait (s) and the chance to
@@ -131,18 +135,49 @@ def path_pieces(
     ``scal`` (``new_state``) advanced in place. The progress clock counts mean residences at the
     law ``r0 + r1 n``: ``survival[j]`` is P(R / E[R] > ``j grid_step``), ``grid_step`` the
     progress of one step at the reference load (``dt_s / E[R]``), so a cohort read half a step
-    on is half a grid point on."""
+    on is half a grid point on.
+
+    A free piece (``free_share`` > 0): no queue, and both the region's running count and the
+    flat count at the piece's rate below ``free_share`` of its slots. Its residences (about 10 s)
+    are far shorter than a piece (a minute), so the model settles within it at the flat state
+    of its rate: the piece reads the stationary readout there, and the ring is emptied to stand
+    for that state (``WARM``), rebuilt when a piece is next stepped (``warm_ring``). The cost
+    is then that of the pieces near the slots (docs/fluid_iteration_gap.md). ``merge_grid`` >
+    0: a step's admissions join the newest cohort while it is younger than that many grid
+    steps, at their mean admission time (fewer cohorts to walk)."""
     cap = mass.size
     total_slots = servers * slots
     z = server_count_spread(total_spread, server_spread, servers)
     clock, queue, var = scal[CLOCK], scal[QUEUE], scal[VAR]
     head, held = int(scal[HEAD]), int(scal[HELD])
+    warm = scal[WARM]
     n_grid = survival.size
     for i in range(counts.size):
         substeps = max(round(lengths_s[i] / dt_s), 1)
         dt = lengths_s[i] / substeps
         half = 0.5 * dt / dt_s
         arrivals = counts[i] / substeps
+        if free_share > 0.0 and queue <= 0.0:
+            rate = counts[i] / lengths_s[i]
+            n_flat = flat_count(rate, servers, r0, r1)
+            level = free_share * total_slots
+            if n_flat < level:
+                if warm > 0.0:
+                    n_now = flat_count(warm, servers, r0, r1)
+                else:
+                    n_now = ring_count(mass, adm_at, head, held, clock, grid_step, half, survival)
+                if n_now < level:
+                    var = flat_variance(n_flat, total_spread, total_slots)
+                    waits[i], pwait[i] = readout(n_flat, var, 0.0, servers, slots, z,
+                                                 capacity_rps, wait_full_s)  # fmt: skip
+                    held = 0
+                    head = 0
+                    warm = rate
+                    continue
+        if warm > 0.0:
+            head, held = warm_ring(mass, adm_at, clock, warm, dt, servers, r0, r1, survival,
+                                   grid_step)  # fmt: skip
+            warm = 0.0
         acc = 0.0
         acc_p = 0.0
         for _ in range(substeps):
@@ -153,7 +188,7 @@ def path_pieces(
                 # the admission step holds its cohort whole (it is not in ``running`` then), so
                 # a later step reads the survival half a step on (midpoint rule): the steps a
                 # cohort holds its slots sum to its mean residence, not half a step more
-                x = (clock - adm_at[c]) / grid_step + half
+                x = (clock - adm_at[0, c]) / grid_step + half
                 j = int(x)
                 if j >= n_grid - 1:
                     if k == 0:  # the oldest has left: drop it
@@ -162,19 +197,34 @@ def path_pieces(
                         continue
                     k += 1
                     continue
-                f = x - j
-                running += mass[c] * (survival[j] * (1.0 - f) + survival[j + 1] * f)
+                running += mass[c] * _read(survival, x, j, adm_at[1, c] / (grid_step * grid_step))
                 k += 1
             free = max(total_slots - running, 0.0)
             admitted = min(queue + arrivals, free)
             queue += arrivals - admitted
-            if held == cap:  # the ring is full: the oldest is retired early
-                head = (head + 1) % cap
-                held -= 1
-            t = (head + held) % cap
-            mass[t] = admitted
-            adm_at[t] = clock
-            held += 1
+            last = (head + held - 1) % cap
+            if merge_grid > 0.0 and held > 0 and clock - adm_at[0, last] < merge_grid * grid_step:
+                # a young cohort takes this step's admissions: its mean admission time and
+                # that time's variance (read by ``_read``'s second-order term)
+                m_old = mass[last]
+                m_new = m_old + admitted
+                if m_new > 0.0:
+                    mean = (m_old * adm_at[0, last] + admitted * clock) / m_new
+                    d_old = adm_at[0, last] - mean
+                    d_new = clock - mean
+                    adm_at[1, last] = (m_old * (adm_at[1, last] + d_old * d_old)
+                                       + admitted * d_new * d_new) / m_new  # fmt: skip
+                    adm_at[0, last] = mean
+                mass[last] = m_new
+            else:
+                if held == cap:  # the ring is full: the oldest is retired early
+                    head = (head + 1) % cap
+                    held -= 1
+                t = (head + held) % cap
+                mass[t] = admitted
+                adm_at[0, t] = clock
+                adm_at[1, t] = 0.0
+                held += 1
             busy = running + admitted  # the step's occupancy, its own admissions included
             n_tot = busy + queue
             if variance_state and var < 0.0:
@@ -201,4 +251,74 @@ def path_pieces(
         waits[i] = acc / substeps
         pwait[i] = acc_p / substeps
     scal[CLOCK], scal[QUEUE], scal[VAR] = clock, queue, var
-    scal[HEAD], scal[HELD] = head, held
+    scal[HEAD], scal[HELD], scal[WARM] = head, held, warm
+
+
+@njit(cache=True)
+def flat_variance(n_tot, spread, total_slots):
+    """The count variance the closure (``count_variance_step``) settles at for a flat count
+    ``n_tot``: arrivals and completions both at ``n_tot / R``, so ``V = spread n_tot / below``
+    with ``below = P(N < total_slots)`` under Normal(n_tot, V): a fixed point (near the slots
+    the queue's side of the law relaxes nothing). ``spread n_tot`` far below the slots."""
+    var = spread * n_tot
+    if not var > 0.0:
+        return var
+    for _ in range(FLAT_VARIANCE_ITERS):
+        below = 0.5 * math.erfc((n_tot - total_slots) / math.sqrt(2.0 * var))
+        new = spread * n_tot / max(below, 0.5)
+        if abs(new - var) <= 1e-9 * var:
+            return new
+        var = new
+    return var
+
+
+@njit(cache=True)
+def flat_count(rate_rps, servers, r0, r1):
+    """The region's count held at a flat arrival rate: ``N = rate (r0 + r1 N / servers)``."""
+    den = 1.0 - rate_rps * r1 / servers
+    return rate_rps * r0 / den if den > 0.0 else np.inf
+
+
+@njit(cache=True)
+def ring_count(mass, adm_at, head, held, clock, grid_step, half, survival):
+    """The ring's running count at ``clock`` (as ``path_pieces`` reads it)."""
+    cap = mass.size
+    n_grid = survival.size
+    out = 0.0
+    for k in range(held):
+        c = (head + k) % cap
+        x = (clock - adm_at[0, c]) / grid_step + half
+        j = int(x)
+        if j < n_grid - 1:
+            out += mass[c] * _read(survival, x, j, adm_at[1, c] / (grid_step * grid_step))
+    return out
+
+
+@njit(cache=True)
+def _read(survival, x, j, var):
+    """The survival read at ``x`` (grid units, ``j = int(x)``) by linear interpolation, for a
+    cohort whose admission times spread with variance ``var`` (grid units^2) about its mean:
+    plus ``var / 2`` times the grid's second difference (the mean of a smooth ``S`` over the
+    spread; reading the mean alone took a flat count 0.3 % low with cohorts of about 7 steps,
+    the wait 3 %)."""
+    f = x - j
+    out = survival[j] * (1.0 - f) + survival[j + 1] * f
+    if var > 0.0 and j >= 1:
+        out += 0.5 * var * (survival[j - 1] - 2.0 * survival[j] + survival[j + 1])
+    return out
+
+
+@njit(cache=True)
+def warm_ring(mass, adm_at, clock, rate_rps, dt, servers, r0, r1, survival, grid_step):
+    """Fill the ring with the flat state at ``rate_rps``: a cohort of ``rate dt`` admitted at
+    each of the steps before ``clock`` that the survival reaches, the clock having run at the
+    flat count's speed; returns ``(head, held)``."""
+    n_flat = flat_count(rate_rps, servers, r0, r1)
+    res_s = r0 + r1 * n_flat / servers
+    step = dt / res_s  # progress per step at the flat count
+    n = min(int((survival.size - 1) * grid_step / step) + 1, mass.size)
+    for t in range(n):
+        mass[t] = rate_rps * dt
+        adm_at[0, t] = clock - (n - t) * step
+        adm_at[1, t] = 0.0
+    return 0, n

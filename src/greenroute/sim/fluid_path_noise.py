@@ -41,22 +41,31 @@ from numba import njit
 
 from greenroute.sim.fluid_minute_path import (
     CLOCK,
-    HEAD,
     HELD,
+    N_SCALARS,
     QUEUE,
     RING_FACTOR,
     VAR,
+    flat_variance,
     path_pieces,
     readout,
     server_count_spread,
 )
 
 PATH_STEP_S = 0.5  # the model's step (s); 1 s reads the mean wait 2.8 % lower (docs)
-# An epoch whose busiest piece would hold less than this share of the group's slots at the
-# epoch's mean residence, with no queue carried in, is not run: its noise part is taken as
-# nothing and the path restarts from the stationary state at that epoch's rate
-SKIP_OCCUPANCY = 0.6
-WARM = 5  # scal column: the arrival rate (req/s) of the stationary state to restart from
+# A minute with no queue whose running count and flat count stay below this share of the
+# group's slots is read off the model's flat state, not stepped (``path_pieces``' free pieces):
+# residences of about 10 s settle within a minute. Against stepping every minute, ll16_75s /
+# ll75s / ll85n / d_ll85n read -0.26 / -2.27 / +0.01 / +3.69 % (stepped) and -0.21 / -2.22 /
+# -0.51 / +3.40 % (free below 0.9); GeoManager-v0's random steps 3,040 -> 4,460 /s (fc52355,
+# before the path: 7,250 /s; same machine, back to back)
+FREE_OCCUPANCY = 0.9
+# A step's admissions join the newest cohort while it is younger than this many grid steps
+# (their mean admission time and its variance, read to second order): the ring walk, the
+# stepped minutes' cost, is about 4x shorter (343 against 1,316 ns a step over 16 x 24 slots
+# at 85 %) and the cases above read within 0.2 points of unmerged cohorts (ll16_75s -0.43,
+# ll75s -2.42 %); 6 steps read them 14-16 % low
+MERGE_GRID = 3.0
 # The residence survival is cut where it falls below this (ll16_75s: 82 of 360 grid points
 # hold all but 0.02 % of the mean residence; the ring walk's cost is the points kept)
 SURVIVAL_FLOOR = 1e-4
@@ -84,9 +93,9 @@ def new_path_state(n_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Empty regions for ``n_groups`` groups: ``(mass, admitted_at, scalars)``, one row each
     (``fluid_minute_path.new_state``)."""
     cap = RING_FACTOR * SURVIVAL_POINTS_MAX
-    scal = np.zeros((n_groups, WARM + 1))
+    scal = np.zeros((n_groups, N_SCALARS))
     scal[:, VAR] = -1.0
-    return np.zeros((n_groups, cap)), np.zeros((n_groups, cap)), scal
+    return np.zeros((n_groups, cap)), np.zeros((n_groups, 2, cap)), scal
 
 
 @njit(cache=True)
@@ -139,14 +148,14 @@ def read_steps(surv, n_pts):
 @njit(cache=True)
 def stationary_wait(law_row, servers, slots):
     """``(mean wait, chance to wait)`` the model reads at the epoch's flat mean rate: ``servers
-    n_occ`` in the region, its count law's variance ``(1 + stall)^2`` times that
-    (``fluid_minute_path.readout``; the flat path settles there: ``tests/
-    test_fluid_path_noise.py``)."""
+    n_occ`` in the region, the variance the closure settles at about it
+    (``fluid_minute_path.flat_variance``, ``(1 + stall)^2`` times the count below the slots;
+    ``readout``; the flat path settles there: ``tests/test_fluid_path_noise.py``)."""
     n_tot = servers * law_row[L_NOCC]
     z = server_count_spread(law_row[L_AMP], law_row[L_SERVER], servers)
     cap_rps = servers * slots / (law_row[L_R0] + law_row[L_R1] * slots)
-    return readout(n_tot, law_row[L_AMP] * n_tot, 0.0, servers, slots, z, cap_rps,
-                   law_row[L_WFULL])  # fmt: skip
+    var = flat_variance(n_tot, law_row[L_AMP], servers * slots)
+    return readout(n_tot, var, 0.0, servers, slots, z, cap_rps, law_row[L_WFULL])
 
 
 @njit(cache=True)
@@ -198,26 +207,17 @@ def path_epoch(
                 counts[p] += w * share
         total = law[g, L_LAM] * srv * epoch_s
         r_mean = law[g, L_NOCC] / law[g, L_LAM]
-        occ_max = 0.0
         for p in range(n_p):
             counts[p] *= total
-            occ_max = max(occ_max, counts[p] / piece_len_s[p0 + p] * r_mean / (srv * slots))
-        if scal[g, QUEUE] <= 0.0 and occ_max < SKIP_OCCUPANCY:
-            _reset(scal[g])
-            scal[g, WARM] = law[g, L_LAM] * srv
-            continue
         grid = PATH_STEP_S / r_mean
         n_pts = residence_survival(out_sf, law[g], grid, surv)
         grid /= grid * read_steps(surv, n_pts)  # the read mean residence exactly the law's
-        if scal[g, WARM] > 0.0:
-            _warm_start(scal[g], mass[g], adm_at[g], n_pts, grid, law[g, L_AMP] * scal[g, WARM]
-                        * r_mean)  # fmt: skip
         cap_rps = srv * slots / (law[g, L_R0] + law[g, L_R1] * slots)
         prefill = law[g, L_PREFILL]
         path_pieces(counts, piece_len_s[p0:p1], PATH_STEP_S, srv, slots, law[g, L_R0],
                     law[g, L_R1], surv[:n_pts], grid, cap_rps, prefill, law[g, L_AMP],
-                    law[g, L_SERVER], law[g, L_WFULL], True, mass[g], adm_at[g], scal[g],
-                    waits, pwait)  # fmt: skip
+                    law[g, L_SERVER], law[g, L_WFULL], True, FREE_OCCUPANCY, MERGE_GRID,
+                    mass[g], adm_at[g], scal[g], waits, pwait)  # fmt: skip
         num = 0.0
         num_p = 0.0
         den = 0.0
@@ -234,23 +234,6 @@ def path_epoch(
             p_wait = 1.0
         pw[g] = p_wait
         cond[g] = mean / p_wait if p_wait > 0 else 0.0
-
-
-@njit(cache=True)
-def _warm_start(scal_row, mass, adm_at, n_pts, grid, var):
-    """The stationary state at the arrival rate ``scal_row[WARM]``: a cohort of ``rate
-    PATH_STEP_S`` admitted at each of the last ``n_pts - 1`` steps at the reference speed (one
-    grid step apart), no queue, the count law's variance ``var``."""
-    n = min(n_pts - 1, mass.size)
-    clock = scal_row[CLOCK]
-    for t in range(n):
-        mass[t] = scal_row[WARM] * PATH_STEP_S
-        adm_at[t] = clock - (n - t) * grid
-    scal_row[HEAD] = 0.0
-    scal_row[HELD] = n
-    scal_row[QUEUE] = 0.0
-    scal_row[VAR] = var
-    scal_row[WARM] = 0.0
 
 
 @njit(cache=True)
