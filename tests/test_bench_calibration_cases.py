@@ -96,3 +96,16 @@ def test_load_step_flag_rejects_a_step_that_empties_the_load(monkeypatch, capsys
         CC.main()
     assert exc.value.code == 2
     assert "--load-step must be > -1" in capsys.readouterr().err
+
+
+def test_tail_figures_are_each_engines_seed_means(monkeypatch):
+    # two seeds of a short case: each figure is the mean of the runs made here by hand
+    monkeypatch.setattr(CC, "DAYS", 0.01)
+    case = CC.CalibrationCase("t", "least-loaded", 0.8, seeds=2)
+    figs = CC.tail_figures(case)
+    for fidelity in ("request", "fluid"):
+        runs = [CC.local_run_metrics(case.scenario(), fidelity, "iteration", case.local, s)
+                for s in range(2)]  # fmt: skip
+        for k in CC.TAIL_METRICS:
+            assert figs[fidelity][k] == pytest.approx((runs[0][k] + runs[1][k]) / 2, rel=1e-12)
+        assert figs[fidelity]["ttft_p99_s"] >= figs[fidelity]["ttft_p50_s"] > 0.0

@@ -270,6 +270,23 @@ def load_response(
     return out
 
 
+TAIL_METRICS = ("ttft_mean_s", "ttft_p50_s", "ttft_p99_s", "slo_violation_pct")
+
+
+def tail_figures(case: CalibrationCase, seeds: int | None = None) -> dict[str, dict[str, float]]:
+    """Each engine's ``TAIL_METRICS``, averaged over the case's seeds (``seeds`` or its own):
+    ``{"request": {...}, "fluid": {...}}``. Where the mean TTFT agrees, these say whether the
+    wait lands on the right arrivals (the minute noise's: docs/fluid_iteration_gap.md, "The
+    pathwise noise term in the fluid")."""
+    n = case.seeds if seeds is None else seeds
+    sc = case.scenario()
+    out = {}
+    for fidelity in ("request", "fluid"):
+        runs = [local_run_metrics(sc, fidelity, "iteration", case.local, s) for s in range(n)]
+        out[fidelity] = {k: float(np.mean([m[k] for m in runs])) for k in TAIL_METRICS}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
@@ -287,6 +304,12 @@ def main() -> None:
         help="instead of the errors: each engine's mean TTFT change when the load grows by "
         "this share (0.01: 1 %%), paired over the seeds",
     )
+    parser.add_argument(
+        "--tails",
+        action="store_true",
+        help="instead of the errors: each engine's mean, p50 and p99 TTFT and SLO share, "
+        "averaged over the seeds",
+    )
     args = parser.parse_args()
     if args.load_step is not None and not args.load_step > -1.0:
         parser.error(f"--load-step must be > -1: {args.load_step}")
@@ -295,6 +318,20 @@ def main() -> None:
     unknown = [n for n in names if n not in by_name]
     if unknown:
         parser.error(f"unknown case(s) {unknown}; valid: {', '.join(by_name)}")
+    if args.tails:
+        print(
+            "case\tseeds\tengine\t"
+            + "\t".join(TAIL_METRICS)
+            + "\tfluid\t"
+            + "\t".join(TAIL_METRICS)
+        )
+        for name in names:
+            case = by_name[name]
+            figs = tail_figures(case, args.seeds)
+            n = case.seeds if args.seeds is None else args.seeds
+            cells = [f"{figs[f][k]:.4g}" for f in ("request", "fluid") for k in TAIL_METRICS]
+            print(name, n, "", *cells[:4], "", *cells[4:], sep="\t", flush=True)
+        return
     if args.load_step is not None:
         print(f"case\tseeds\tmean TTFT change at {args.load_step:+.2%} load: engine\tfluid")
         for name in names:
