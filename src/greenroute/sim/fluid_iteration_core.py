@@ -79,6 +79,20 @@ def running(g, lam, lam_tot, types, tau, adv, decode, e_out, slots, st=1.0):
 
 
 @njit(cache=True)
+def mixed_decode(g, n, lam, lam_tot, types, decode):
+    """Group ``g``'s decode step at ``n`` running decodes, weighted by the arrivals of its perf
+    types (``lam[g, c, m]``, ``lam_tot`` their sum)."""
+    n_c, n_m = lam.shape[1], lam.shape[2]
+    d = 0.0
+    for m in range(n_m):
+        wm = 0.0
+        for c in range(n_c):
+            wm += lam[g, c, m]
+        d += wm / lam_tot * _at(decode[types[g, m]], n)
+    return d
+
+
+@njit(cache=True)
 def _fixed_parts(g, n, lam, lam_tot, types, tau, tau2, adv, decode, e_out, ahead, st):
     """The pieces of ``pre`` at ``n`` running decodes and rates ``lam`` (as
     ``iteration_epoch``'s mean-rate ``pre``, without round-robin's Erlang-k residual):
@@ -87,12 +101,7 @@ def _fixed_parts(g, n, lam, lam_tot, types, tau, tau2, adv, decode, e_out, ahead
     interactive prompt's own iteration ``E[tau]``, the prefill busy share ``sum lam tau``, its
     ``sum lam E[tau^2]`` and the decode step ``d``."""
     n_c, n_m = lam.shape[1], lam.shape[2]
-    d = 0.0
-    for m in range(n_m):
-        wm = 0.0
-        for c in range(n_c):
-            wm += lam[g, c, m]
-        d += wm / lam_tot * _at(decode[types[g, m]], n)
+    d = mixed_decode(g, n, lam, lam_tot, types, decode)
     tau2_sum = 0.0
     tau_sum = 0.0
     dec_sum = 0.0

@@ -14,7 +14,13 @@ import math
 import numpy as np
 from numba import njit
 
-from greenroute.sim.fluid_iteration_core import _at, _fixed_parts, running, stall_share
+from greenroute.sim.fluid_iteration_core import (
+    _at,
+    _fixed_parts,
+    mixed_decode,
+    running,
+    stall_share,
+)
 from greenroute.sim.fluid_noise_backlog import lookback_lindley, wait_with_backlog
 from greenroute.sim.fluid_path_noise import (
     L_AMP,
@@ -356,14 +362,7 @@ def _path_law(
     router's count law, the stationary wait ``pw_u`` / ``pwc_u`` (its mean). Returns False
     (the law off) where no residence line can be drawn: at or above the cap."""
     n_c, n_m = lam.shape[1], lam.shape[2]
-    d_hi = 0.0
-    for m in range(n_m):
-        wm = 0.0
-        for c in range(n_c):
-            wm += lam[g, c, m]
-        t = types[g, m]
-        d_hi += wm / lam_tot * _at(decode[t], n + 1.0)
-    d1 = d_hi - d  # the decode step's slope at n
+    d1 = mixed_decode(g, n + 1.0, lam, lam_tot, types, decode) - d  # the step's slope at n
     stall = stall_share(g, n, lam, types, tau, adv, decode, st)
     amp = (1.0 + stall) * (1.0 + stall)
     z = route_peakedness(route, n_srv, cv, scv, stall)
