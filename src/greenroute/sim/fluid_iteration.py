@@ -59,7 +59,9 @@ Predict, per server with Poisson arrivals ``lam`` (requests/s) and ``N`` running
   Behind least-loaded and least-connections, where the scenario has minute noise, the slot
   wait's noise part is instead the pathwise cohort model run on the seed's own minute counts
   (``fluid_path_noise``): the expectation above read 2 / 16 least-loaded servers at 75 % and
-  the scenarios' default noise +8.7 / +15.1 % high, the path -2.4 / -0.4 %.
+  the scenarios' default noise +8.7 / +15.1 % high, the path -1.8 / -0.2 % (its median, p99 and
+  SLO share within 12 / 6 / 2 % of the engine's; docs/fluid_iteration_gap.md, "The pathwise
+  noise term in the fluid").
 
 Power caps: a cap leaving ``k`` of ``S`` slots usable gives a running cap ``k`` and prefill
 iterations stretched by ``S / k`` at ``k / S`` of their dynamic power, as the engine throttles

@@ -5,7 +5,8 @@ minute, less the same model's stationary wait at the epoch's mean rate (which th
 stationary slot wait already holds). It replaces, for these routers, the expectation over the
 noise (Gauss-Hermite nodes and ``fluid_noise_backlog.lookback_lindley``), which read the engine's
 TTFT +8.7 / +15.1 % high over 2 / 16 least-loaded servers at 75 % and the scenarios' default
-noise (docs/fluid_iteration_gap.md, "How closely the noise term can be calibrated").
+noise; this reads them -1.8 / -0.2 %, every noisy least-loaded and least-connections case
+within 2.7 % (docs/fluid_iteration_gap.md, "The pathwise noise term in the fluid").
 
 The model's inputs come from the fluid's own profile and count law, per group and epoch
 (``fluid_iteration_kernel.iteration_epoch`` fills ``law[g]``):
@@ -23,8 +24,10 @@ The model's inputs come from the fluid's own profile and count law, per group an
   iteration, ``O`` its output length (the service's samples), ``t`` the time per output token
   that gives the mean ``n_occ / lam``;
 * the stall of admitted prompts ``E[tau] - d``; the region's count spread ``(1 + stall)^2`` and
-  one server's ``z`` (``fluid_route_wait.route_peakedness``); a full server's wait for a slot,
-  the fluid's wait given full at the epoch's rate (``routed_wait``).
+  one server's ``z`` (``fluid_route_wait.route_peakedness``); a full server's wait for a slot:
+  least-loaded its first completion (``first_completion_wait``), least-connections the mean
+  residual cycle; the requests queued ahead there are in the region's count on the path (the
+  stationary model's queue-ahead term on top read the noisy cases 2-3 points high).
 
 Each group's arrivals per minute: the group's epoch total spread over the epoch's pieces
 (minutes) in the proportions of its origins' own counts (``data.workload.PieceCounts``), each
@@ -52,7 +55,9 @@ from greenroute.sim.fluid_minute_path import (
     server_count_spread,
 )
 
-PATH_STEP_S = 0.5  # the model's step (s); 1 s reads the mean wait 2.8 % lower (docs)
+# The model's step (s): 1 / 2 s read ll75s -4.2 / -8.4 % where 0.5 s reads -2.4 % (stepping every
+# minute, before the free minutes and merged cohorts below)
+PATH_STEP_S = 0.5
 # A minute with no queue whose running count and flat count stay below this share of the
 # group's slots is read off the model's flat state, not stepped (``path_pieces``' free pieces):
 # residences of about 10 s settle within a minute. Against stepping every minute, ll16_75s /
