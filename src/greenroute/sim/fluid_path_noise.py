@@ -47,7 +47,6 @@ from greenroute.sim.fluid_minute_path import (
     HELD,
     N_SCALARS,
     QUEUE,
-    RING_FACTOR,
     VAR,
     flat_variance,
     path_pieces,
@@ -74,7 +73,13 @@ MERGE_GRID = 3.0
 # The residence survival is cut where it falls below this (ll16_75s: 82 of 360 grid points
 # hold all but 0.02 % of the mean residence; the ring walk's cost is the points kept)
 SURVIVAL_FLOOR = 1e-4
-SURVIVAL_POINTS_MAX = 1024  # grid points of the residence survival (the ring: RING_FACTOR x)
+# Cohorts a group's ring holds: merged cohorts (``MERGE_GRID``) over a survival cut at
+# ``SURVIVAL_FLOOR`` number about 30-100 (a full ring retires its oldest early); the ring is
+# copied with every fork's snapshot, so it is kept to this (geo10's one-epoch fork evaluations,
+# `make bench`: 4,433 /s at fc52355, 3,557 with a ring of 4 x 1024, 4,170 with 1024; the
+# calibration cases read the same to the printed digit)
+RING_CAP = 1024
+SURVIVAL_POINTS_MAX = 1024  # grid points of the residence survival at most
 # law[g, :] columns, filled by ``fluid_iteration_kernel.iteration_epoch`` for groups on the path
 L_ON, L_LAM, L_NOCC, L_R0, L_R1, L_CAP, L_PREFILL, L_PT, L_AMP, L_SERVER, L_WFULL = range(11)
 L_PW, L_COND, L_SHARE0, L_TAU0, L_TAU1 = range(11, 16)
@@ -97,7 +102,7 @@ def output_survival(outputs: list[np.ndarray]) -> np.ndarray:
 def new_path_state(n_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Empty regions for ``n_groups`` groups: ``(mass, admitted_at, scalars)``, one row each
     (``fluid_minute_path.new_state``)."""
-    cap = RING_FACTOR * SURVIVAL_POINTS_MAX
+    cap = RING_CAP
     scal = np.zeros((n_groups, N_SCALARS))
     scal[:, VAR] = -1.0
     return np.zeros((n_groups, cap)), np.zeros((n_groups, 2, cap)), scal
