@@ -160,9 +160,9 @@ class FluidBackend:
         g_path = (split[:, 1] > 0) & (self.sigma > 0) & (pieces is not None)
         self.it_par = (gh, par, c(split, dtype=np.int64), c(c_mom, dtype=float),
                        c(g_path, dtype=np.int64))  # fmt: skip
-        self.path_law = np.zeros((self.n_g, FPN.N_LAW))
-        self.path_mass, self.path_adm, self.path_scal = FPN.new_path_state(self.n_g)
         self.path_on = bool(g_path.any())
+        self.path_law = np.zeros((self.n_g, FPN.N_LAW))
+        self.path_mass, self.path_adm, self.path_scal = FPN.new_path_state(self.n_g, self.path_on)
         if self.path_on:
             start_s, length_s, per_origin = pieces
             bounds = np.arange(self.n_e + 1) * float(self.sc.epoch_s)

@@ -24,7 +24,6 @@ from greenroute.sim.fluid_iteration_core import (
 from greenroute.sim.fluid_noise_backlog import lookback_lindley, wait_with_backlog
 from greenroute.sim.fluid_path_noise import (
     L_AMP,
-    L_CAP,
     L_COND,
     L_LAM,
     L_NOCC,
@@ -262,6 +261,11 @@ def iteration_epoch(
                                           s, st)  # fmt: skip
         pw_u = pw[g]  # the stationary wait at the epoch's mean rate
         pwc_u = pw[g] * cond[g]
+        # on the path (``fluid_path_noise.path_epoch`` adds the noise's wait to the mean rate's,
+        # which pw / cond keep), the nodes below give the fixed part only
+        on_path = g_path[g] and _path_law(g, lam, lam_tot, n, tau_sum, d, types, tau, adv,
+                                          decode, e_out, s, st, route, n_srv, cv, scv, pw_u,
+                                          pwc_u, mu_sat, cs2, law)  # fmt: skip
         base = lam[g].copy()
         p_sum = 0.0
         pw_sum = 0.0
@@ -294,7 +298,7 @@ def iteration_epoch(
                 )
                 r_k += (1.0 - share_pf) * _avoided_residual(pf_k, t2_k, d_k)
                 pre_sum += p * (r_k * (1.0 + a_k * share_q) + own_k)
-            if u * mult >= 1.0:
+            if u * mult >= 1.0 or on_path:
                 continue
             pw_k, cond_k, z_k = _slot_wait(g, k_split, route, lam, lam_tot, m_eff, n_k, pf_k,
                                            tab, types, tau, adv, decode, st, s, z_split, n_srv,
@@ -313,12 +317,7 @@ def iteration_epoch(
         lam[g] = base
         if k_split <= 1:
             pre[g] = pre_sum / p_sum
-        on_path = g_path[g] and _path_law(g, lam, lam_tot, n, tau_sum, d, types, tau, adv,
-                                          decode, e_out, s, st, route, n_srv, cv, scv, pw_u,
-                                          pwc_u, mu_sat, cs2, law)  # fmt: skip
         if on_path:
-            pw[g] = pw_u  # the noise's part: ``fluid_path_noise.path_epoch``
-            cond[g] = pwc_u / pw_u if pw_u > 0 else 0.0
             continue
         pw[g] = pw_sum / p_sum
         cond[g] = (pwc_sum / p_sum) / pw[g] if pw[g] > 0 else 0.0
@@ -394,7 +393,6 @@ def _path_law(
     law[g, L_NOCC] = n_occ
     law[g, L_R1] = r1
     law[g, L_R0] = r_occ - r1 * n_occ
-    law[g, L_CAP] = 1.0 / w_req
     law[g, L_PREFILL] = max(tau_sum / lam_tot - d, 0.0)
     law[g, L_PT] = max(r_occ - tau_sum / lam_tot, 0.0) / max(e_o - 1.0, 1e-9)
     law[g, L_AMP] = amp
@@ -413,8 +411,8 @@ def _path_law(
     law[g, L_COND] = pwc_u / pw_u if pw_u > 0 else 0.0
     law[g, L_SHARE0] = share0
     for c in range(min(n_c, 2)):
-        law[g, L_TAU0 + c] = tau_c[c] / (share0 if c == 0 else 1.0 - share0) if (
-            share0 if c == 0 else 1.0 - share0) > 0 else 0.0  # fmt: skip
+        share = share0 if c == 0 else 1.0 - share0
+        law[g, L_TAU0 + c] = tau_c[c] / share if share > 0 else 0.0
     return True
 
 

@@ -97,10 +97,15 @@ def new_state(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     """An empty region: ``(mass, admitted_at, scalars)`` for ``path_waits``; ``admitted_at[0]``
     is each cohort's mean admission time on the progress clock, ``admitted_at[1]`` its
     variance (cohorts that merged several steps' admissions)."""
-    cap = RING_FACTOR * int(survival.size)
-    scal = np.zeros(N_SCALARS)
-    scal[VAR] = -1.0
-    return np.zeros(cap), np.zeros((2, cap)), scal
+    return empty_state(RING_FACTOR * int(survival.size))
+
+
+def empty_state(cap: int, rows: tuple[int, ...] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Empty regions with rings of ``cap`` cohorts, ``rows`` of them (``new_state``'s arrays
+    with that leading shape)."""
+    scal = np.zeros((*rows, N_SCALARS))
+    scal[..., VAR] = -1.0
+    return np.zeros((*rows, cap)), np.zeros((*rows, 2, cap)), scal
 
 
 @njit(cache=True)
@@ -181,24 +186,12 @@ def path_pieces(
         acc = 0.0
         acc_p = 0.0
         for _ in range(substeps):
-            running = 0.0
-            k = 0
-            while k < held:
-                c = (head + k) % cap
-                # the admission step holds its cohort whole (it is not in ``running`` then), so
-                # a later step reads the survival half a step on (midpoint rule): the steps a
-                # cohort holds its slots sum to its mean residence, not half a step more
-                x = (clock - adm_at[0, c]) / grid_step + half
-                j = int(x)
-                if j >= n_grid - 1:
-                    if k == 0:  # the oldest has left: drop it
-                        head = (head + 1) % cap
-                        held -= 1
-                        continue
-                    k += 1
-                    continue
-                running += mass[c] * _read(survival, x, j, adm_at[1, c] / (grid_step * grid_step))
-                k += 1
+            # the oldest cohorts that have left are dropped; those the survival no longer
+            # reaches behind a younger one count nothing until they are oldest
+            while held > 0 and (clock - adm_at[0, head]) / grid_step + half >= n_grid - 1:
+                head = (head + 1) % cap
+                held -= 1
+            running = ring_count(mass, adm_at, head, held, clock, grid_step, half, survival)
             free = max(total_slots - running, 0.0)
             admitted = min(queue + arrivals, free)
             queue += arrivals - admitted
@@ -281,7 +274,10 @@ def flat_count(rate_rps, servers, r0, r1):
 
 @njit(cache=True)
 def ring_count(mass, adm_at, head, held, clock, grid_step, half, survival):
-    """The ring's running count at ``clock`` (as ``path_pieces`` reads it)."""
+    """The ring's running count at ``clock``. The admission step holds its cohort whole (it is
+    not in the ring's count then), so a later step reads the survival half a step on
+    (``half``, the midpoint rule): the steps a cohort holds its slots sum to its mean
+    residence, not half a step more."""
     cap = mass.size
     n_grid = survival.size
     out = 0.0

@@ -43,11 +43,9 @@ import numpy as np
 from numba import njit
 
 from greenroute.sim.fluid_minute_path import (
-    CLOCK,
     HELD,
-    N_SCALARS,
-    QUEUE,
     VAR,
+    empty_state,
     flat_variance,
     path_pieces,
     readout,
@@ -81,9 +79,9 @@ SURVIVAL_FLOOR = 1e-4
 RING_CAP = 1024
 SURVIVAL_POINTS_MAX = 1024  # grid points of the residence survival at most
 # law[g, :] columns, filled by ``fluid_iteration_kernel.iteration_epoch`` for groups on the path
-L_ON, L_LAM, L_NOCC, L_R0, L_R1, L_CAP, L_PREFILL, L_PT, L_AMP, L_SERVER, L_WFULL = range(11)
-L_PW, L_COND, L_SHARE0, L_TAU0, L_TAU1 = range(11, 16)
-N_LAW = 16
+L_ON, L_LAM, L_NOCC, L_R0, L_R1, L_PREFILL, L_PT, L_AMP, L_SERVER, L_WFULL = range(10)
+L_PW, L_COND, L_SHARE0, L_TAU0, L_TAU1 = range(10, 15)
+N_LAW = 15
 
 
 def output_survival(outputs: list[np.ndarray]) -> np.ndarray:
@@ -99,13 +97,11 @@ def output_survival(outputs: list[np.ndarray]) -> np.ndarray:
     return sf
 
 
-def new_path_state(n_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def new_path_state(n_groups: int, on: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Empty regions for ``n_groups`` groups: ``(mass, admitted_at, scalars)``, one row each
-    (``fluid_minute_path.new_state``)."""
-    cap = RING_CAP
-    scal = np.zeros((n_groups, N_SCALARS))
-    scal[:, VAR] = -1.0
-    return np.zeros((n_groups, cap)), np.zeros((n_groups, 2, cap)), scal
+    (``fluid_minute_path.new_state``); with ``on`` False (no group on the path) rings of no
+    cohorts, so that fork snapshots copy nothing for them."""
+    return empty_state(RING_CAP if on else 0, (n_groups,))
 
 
 @njit(cache=True)
@@ -163,9 +159,16 @@ def stationary_wait(law_row, servers, slots):
     ``readout``; the flat path settles there: ``tests/test_fluid_path_noise.py``)."""
     n_tot = servers * law_row[L_NOCC]
     z = server_count_spread(law_row[L_AMP], law_row[L_SERVER], servers)
-    cap_rps = servers * slots / (law_row[L_R0] + law_row[L_R1] * slots)
     var = flat_variance(n_tot, law_row[L_AMP], servers * slots)
-    return readout(n_tot, var, 0.0, servers, slots, z, cap_rps, law_row[L_WFULL])
+    return readout(n_tot, var, 0.0, servers, slots, z, capacity_rps(law_row, servers, slots),
+                   law_row[L_WFULL])  # fmt: skip
+
+
+@njit(cache=True)
+def capacity_rps(law_row, servers, slots):
+    """The region's saturated rate (req/s) on the residence law: ``servers slots`` held for
+    ``r0 + r1 slots`` s each."""
+    return servers * slots / (law_row[L_R0] + law_row[L_R1] * slots)
 
 
 @njit(cache=True)
@@ -222,10 +225,9 @@ def path_epoch(
         grid = PATH_STEP_S / r_mean
         n_pts = residence_survival(out_sf, law[g], grid, surv)
         grid /= grid * read_steps(surv, n_pts)  # the read mean residence exactly the law's
-        cap_rps = srv * slots / (law[g, L_R0] + law[g, L_R1] * slots)
-        prefill = law[g, L_PREFILL]
         path_pieces(counts, piece_len_s[p0:p1], PATH_STEP_S, srv, slots, law[g, L_R0],
-                    law[g, L_R1], surv[:n_pts], grid, cap_rps, prefill, law[g, L_AMP],
+                    law[g, L_R1], surv[:n_pts], grid, capacity_rps(law[g], srv, slots),
+                    law[g, L_PREFILL], law[g, L_AMP],
                     law[g, L_SERVER], law[g, L_WFULL], True, FREE_OCCUPANCY, MERGE_GRID,
                     mass[g], adm_at[g], scal[g], waits, pwait)  # fmt: skip
         num = 0.0
@@ -251,5 +253,3 @@ def _reset(scal_row):
     """An empty region (``new_path_state``'s row)."""
     scal_row[:] = 0.0
     scal_row[VAR] = -1.0
-    scal_row[CLOCK] = 0.0
-    scal_row[QUEUE] = 0.0
