@@ -75,6 +75,7 @@ class Cell:
     options: tuple[tuple[str, object], ...] = ()
     tag: str = ""  # e.g. "no-veto" for an ablation
     data_dir: str | None = None
+    forecast: str = "perfect"  # a registered forecast (bench.marlin_table: "marlin-ewma")
 
     @property
     def label(self) -> str:
@@ -207,6 +208,7 @@ def run_cell(cell: Cell) -> dict:
         seed=cell.seed,
         weights=PRESETS[cell.weights],
         policy_options=dict(cell.options),
+        forecast=cell.forecast,
     )
     m = res.metrics
     return {
@@ -336,11 +338,13 @@ def reproduce(cfg: Config, out: Path, log=print) -> dict:
 
 def _cell_key(c: Cell) -> tuple:
     opts = json.dumps(dict(c.options), sort_keys=True)
-    return (c.scenario, c.policy, int(c.seed), float(c.hours), c.weights, opts, c.tag)
+    return (c.scenario, c.policy, int(c.seed), float(c.hours), c.weights, opts, c.tag, c.forecast)
 
 
 def _row_key(r) -> tuple:
     tag = "" if pd.isna(r["tag"]) else str(r["tag"])
+    forecast = r.get("forecast", "perfect")  # runs.csv files before the column: perfect
+    forecast = "perfect" if pd.isna(forecast) else str(forecast)
     return (
         r["scenario"],
         r["policy"],
@@ -349,12 +353,13 @@ def _row_key(r) -> tuple:
         r["weights"],
         r["options"],
         tag,
+        forecast,
     )
 
 
 def reused_rows(path: str, cells: list[Cell]) -> pd.DataFrame:
     """The rows of an earlier ``runs.csv`` that are cells of this plan (same scenario,
-    policy, options, weights, seed and hours)."""
+    policy, options, weights, seed, hours and forecast)."""
     prev = pd.read_csv(path, keep_default_na=True)
     if prev.empty:
         return prev
