@@ -27,3 +27,27 @@ def test_acceptance_hand_computed() -> None:
     rows[-1]["constraint_violations"] = 0.0
     assert acceptance(rows, "A", 0.85)["passed"]
     assert not acceptance(rows, "A", 0.79)["passed"]
+
+
+def test_agreement_needs_64_decisions_and_a_teacher_that_is_not_a_constant() -> None:
+    from greenroute.bench.seed000 import acceptance, acceptance_markdown, agreement_verdict
+
+    assert agreement_verdict(0.85, 64, 0.5) == (True, "")
+    assert agreement_verdict(0.85) == (True, "")  # rows and the teacher's mix unknown: the bar
+    assert agreement_verdict(0.79, 64, 0.5) == (False, "")
+    assert agreement_verdict(0.5, 4, 0.5) == (False, "4 decisions < 64")
+    assert agreement_verdict(None) == (False, "not measured")
+    assert agreement_verdict(0.85, 63, 0.5) == (False, "63 decisions < 64")
+    ok, why = agreement_verdict(1.0, 64, 1.0)  # the teacher kept every decision local
+    assert not ok and '"always local" scores the same' in why
+    ok, why = agreement_verdict(1.0, 64, 0.0)
+    assert not ok and '"never local" scores the same' in why
+    rows = [{"table": "table7", "controller": c, "status": "ok", "carbon_kg_per_day": kg,
+             "sla_violated_pct": 0.5, "constraint_violations": 0.0}
+            for c, kg in (("local-only", 10.0), ("expert", 9.0), ("A", 9.0))]  # fmt: skip
+    acc = acceptance(rows, "A", 1.0, 4, 1.0)
+    assert acc["checks"]["agreement"] is False and not acc["passed"]
+    assert (
+        "| 1.000 of 4 | FAIL (4 decisions < 64; the teacher's decisions are all one answer: "
+        '"always local" scores the same) |' in acceptance_markdown(acc)
+    )

@@ -337,8 +337,9 @@ def write_outputs(out: Path, rows, agree, a, manifest, raw, t_start) -> None:
             parts.append(f"| {label} | {m['agreement']:.3f} ({m['rows']}) | "
                          f"{w['agreement']:.3f} ({w['rows']}) | {m['teacher_local_share']:.3f} | "
                          f"{m['decision_latency_ms']:.0f} |")  # fmt: skip
-    acc = T.acceptance(rows, AGENTS[-1][1], agree.get("lora_fs", {}).get("manager", {})
-                       .get("agreement"))  # fmt: skip
+    man = agree.get("lora_fs", {}).get("manager", {})
+    acc = T.acceptance(rows, AGENTS[-1][1], man.get("agreement"), man.get("rows"),
+                       man.get("teacher_local_share"))  # fmt: skip
     manifest["acceptance"] = acc
     (out / "agreement.json").write_text(json.dumps(agree, indent=2) + "\n")
     parts += ["", T.acceptance_markdown(acc)]

@@ -181,12 +181,39 @@ def read_csv(path: str | Path) -> list[dict]:
 # issue 9 §5's acceptance for the LoRA+few-shot agent
 MIN_AGREEMENT = 0.80  # of held-out Manager decisions
 MIN_SAVINGS_KEPT = 0.70  # of the teacher's carbon savings over local-only on geo3
+MIN_AGREEMENT_ROWS = 64  # held-out Manager decisions the agreement is measured on (issue 9)
 
 
-def acceptance(rows: Sequence[dict], agent: str, manager_agreement: float | None) -> dict:
-    """The acceptance checks of ``agent``'s rows: agreement, share of the expert's carbon
-    savings over local-only kept (on the window the agent ran: ``table7-llm-window`` when
-    present, else ``table7``), SLA no worse than local-only's, 0 violations on geo5/geo10."""
+def agreement_verdict(
+    agreement: float | None, rows: int | None = None, local_share: float | None = None
+) -> tuple[bool, str]:
+    """Whether a held-out agreement meets the acceptance, and why not. Besides the 0.80 bar it
+    needs :data:`MIN_AGREEMENT_ROWS` decisions, and teacher decisions that are not all one
+    answer: where the teacher keeps every held-out decision local (or none), "always local"
+    (or "never local") scores the same agreement, so the figure cannot tell an agent from a
+    constant. ``rows`` / ``local_share`` unknown (None): only the bar is checked."""
+    if agreement is None:
+        return False, "not measured"
+    why = []
+    if rows is not None and rows < MIN_AGREEMENT_ROWS:
+        why.append(f"{rows} decisions < {MIN_AGREEMENT_ROWS}")
+    if local_share is not None and local_share in (0.0, 1.0):
+        constant = "always local" if local_share == 1.0 else "never local"
+        why.append(f'the teacher\'s decisions are all one answer: "{constant}" scores the same')
+    return agreement >= MIN_AGREEMENT and not why, "; ".join(why)
+
+
+def acceptance(
+    rows: Sequence[dict],
+    agent: str,
+    manager_agreement: float | None,
+    manager_rows: int | None = None,
+    teacher_local_share: float | None = None,
+) -> dict:
+    """The acceptance checks of ``agent``'s rows: agreement (:func:`agreement_verdict`), share
+    of the expert's carbon savings over local-only kept (on the window the agent ran:
+    ``table7-llm-window`` when present, else ``table7``), SLA no worse than local-only's, 0
+    violations on geo5/geo10."""
     tables = {r["table"] for r in rows}
     t7 = "table7-llm-window" if "table7-llm-window" in tables else "table7"
 
@@ -195,7 +222,9 @@ def acceptance(rows: Sequence[dict], agent: str, manager_agreement: float | None
                      and r["controller"].startswith(prefix)), None)  # fmt: skip
 
     local, expert, ours = pick(t7, "local-only"), pick(t7, "expert"), pick(t7, agent)
-    out: dict = {"agent": agent, "window": t7, "manager_agreement": manager_agreement}
+    agreed, why = agreement_verdict(manager_agreement, manager_rows, teacher_local_share)
+    out: dict = {"agent": agent, "window": t7, "manager_agreement": manager_agreement,
+                 "manager_rows": manager_rows, "agreement_note": why}  # fmt: skip
     if local and expert and ours:
         saved = local["carbon_kg_per_day"] - expert["carbon_kg_per_day"]
         kept = local["carbon_kg_per_day"] - ours["carbon_kg_per_day"]
@@ -209,7 +238,7 @@ def acceptance(rows: Sequence[dict], agent: str, manager_agreement: float | None
     out["ood_runs"] = len(ood)
     out["ood_violations"] = sum(float(r["constraint_violations"] or 0) for r in ood)
     checks = {
-        "agreement": manager_agreement is not None and manager_agreement >= MIN_AGREEMENT,
+        "agreement": agreed,
         "savings": out.get("savings_kept") is not None and out["savings_kept"] >= MIN_SAVINGS_KEPT,
         "sla": "sla_pct" in out and out["sla_pct"] <= out["local_sla_pct"],
         "ood": bool(ood) and all(r["status"] == "ok" for r in ood) and out["ood_violations"] == 0,
@@ -225,11 +254,14 @@ def acceptance_markdown(acc: dict) -> str:
 
     c = acc["checks"]
     ok = {True: "pass", False: "FAIL"}
+    note = acc.get("agreement_note") or ""
+    rows = acc.get("manager_rows")
     return "\n".join([
         f"### Acceptance ({acc['agent']}, issue 9 §5)", "",
         "| check | target | measured | |", "|---|---|---|---|",
         f"| agreement, held-out Manager decisions | >= {MIN_AGREEMENT:.2f} | "
-        f"{v(acc['manager_agreement'])} | {ok[c['agreement']]} |",
+        f"{v(acc['manager_agreement'])}{'' if rows is None else f' of {rows}'} | "
+        f"{ok[c['agreement']]}{f' ({note})' if note else ''} |",
         f"| expert's carbon savings over local-only kept ({acc['window']}) | >= "
         f"{MIN_SAVINGS_KEPT:.2f} | {v(acc.get('savings_kept'))} (agent "
         f"{v(acc.get('agent_savings_kg_per_day'), '{:,.0f}')} of expert "
