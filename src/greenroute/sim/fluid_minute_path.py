@@ -278,15 +278,15 @@ def ring_count(mass, adm_at, head, held, clock, grid_step, half, survival):
     not in the ring's count then), so a later step reads the survival half a step on
     (``half``, the midpoint rule): the steps a cohort holds its slots sum to its mean
     residence, not half a step more."""
-    cap = mass.size
     n_grid = survival.size
     out = 0.0
-    for k in range(held):
-        c = (head + k) % cap
-        x = (clock - adm_at[0, c]) / grid_step + half
-        j = int(x)
-        if j < n_grid - 1:
-            out += mass[c] * _read(survival, x, j, adm_at[1, c] / (grid_step * grid_step))
+    first = min(held, mass.size - head)  # the ring from head to its end, then from 0 (no modulo)
+    for lo, hi in ((head, head + first), (0, held - first)):
+        for c in range(lo, hi):
+            x = (clock - adm_at[0, c]) / grid_step + half
+            j = int(x)
+            if j < n_grid - 1:
+                out += mass[c] * _read(survival, x, j, adm_at[1, c] / (grid_step * grid_step))
     return out
 
 
