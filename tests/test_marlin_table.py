@@ -90,3 +90,20 @@ def test_the_cells_forecast_reaches_the_run_and_the_reuse_key(monkeypatch, tmp_p
         tmp_path / "b.csv", index=False
     )
     assert len(S.reused_rows(str(tmp_path / "b.csv"), [perfect])) == 1
+
+
+@pytest.mark.parametrize("module", ["marlin_table", "seed001"])
+def test_a_bad_option_is_one_line_and_exit_2(module, tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    res = subprocess.run(
+        [sys.executable, "-m", f"greenroute.bench.{module}", "--out", str(out), "--seeds", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 2
+    assert res.stderr.startswith("error: --seeds must be") and "Traceback" not in res.stderr
+    assert not out.exists()  # nothing written

@@ -197,4 +197,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from greenroute.core.errors import exits_on_user_error
+
+    raise SystemExit(exits_on_user_error(main)())

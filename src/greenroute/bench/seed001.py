@@ -449,4 +449,6 @@ def _literal(v: str):
 
 
 if __name__ == "__main__":
-    main()
+    from greenroute.core.errors import exits_on_user_error
+
+    raise SystemExit(exits_on_user_error(main)())
