@@ -51,3 +51,14 @@ def test_agreement_needs_64_decisions_and_a_teacher_that_is_not_a_constant() -> 
         "| 1.000 of 4 | FAIL (4 decisions < 64; the teacher's decisions are all one answer: "
         '"always local" scores the same) |' in acceptance_markdown(acc)
     )
+
+
+def test_a_passing_agreement_is_printed_beside_what_always_local_scores() -> None:
+    from greenroute.bench.seed000 import acceptance, acceptance_markdown
+
+    rows = [{"table": "table7", "controller": c, "status": "ok", "carbon_kg_per_day": 9.0,
+             "sla_violated_pct": 0.5, "constraint_violations": 0.0}
+            for c in ("local-only", "expert", "A")]  # fmt: skip
+    acc = acceptance(rows, "A", 0.953, 64, 0.9375)
+    assert acc["checks"]["agreement"] is True
+    assert '| 0.953 of 64 | pass ("always local" scores 0.938) |' in acceptance_markdown(acc)

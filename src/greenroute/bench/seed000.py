@@ -224,7 +224,8 @@ def acceptance(
     local, expert, ours = pick(t7, "local-only"), pick(t7, "expert"), pick(t7, agent)
     agreed, why = agreement_verdict(manager_agreement, manager_rows, teacher_local_share)
     out: dict = {"agent": agent, "window": t7, "manager_agreement": manager_agreement,
-                 "manager_rows": manager_rows, "agreement_note": why}  # fmt: skip
+                 "manager_rows": manager_rows, "agreement_note": why,
+                 "teacher_local_share": teacher_local_share}  # fmt: skip
     if local and expert and ours:
         saved = local["carbon_kg_per_day"] - expert["carbon_kg_per_day"]
         kept = local["carbon_kg_per_day"] - ours["carbon_kg_per_day"]
@@ -256,6 +257,9 @@ def acceptance_markdown(acc: dict) -> str:
     ok = {True: "pass", False: "FAIL"}
     note = acc.get("agreement_note") or ""
     rows = acc.get("manager_rows")
+    local = acc.get("teacher_local_share")
+    if local is not None and not note:  # what a constant answer would score on these rows
+        note = f'"always local" scores {local:.3f}'
     return "\n".join([
         f"### Acceptance ({acc['agent']}, issue 9 §5)", "",
         "| check | target | measured | |", "|---|---|---|---|",
