@@ -29,7 +29,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from greenroute.bench.seed001 import ABLATIONS, MARLIN_VARIANTS, Cell, run_cells
+from greenroute.bench.seed001 import (
+    ABLATIONS,
+    MARLIN_VARIANTS,
+    Cell,
+    _machine,
+    _positive,
+    _version,
+    run_cells,
+)
 from greenroute.core.version import __version__
 
 SCENARIO = "marlin8"
@@ -170,6 +178,8 @@ def reproduce(cfg: Config, out: Path, log=print) -> pd.DataFrame:
         "greenroute_version": __version__,
         "python": platform.python_version(),
         "numpy": np.__version__,
+        "torch": _version("torch"),
+        "machine": _machine(),  # the learners' floats depend on it (bench.seed001's manifest)
         "input_files_sha256": checksums,
         "wall_s": round(time.perf_counter() - t0, 1),
         "files": ["runs.csv", "tables.md"],
@@ -180,8 +190,6 @@ def reproduce(cfg: Config, out: Path, log=print) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from greenroute.core.errors import ConfigError
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--seeds", type=int, default=3)
@@ -190,9 +198,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--no-ablations", action="store_true")
     a = ap.parse_args(argv)
-    if a.seeds < 1 or not a.hours > 0:
-        raise ConfigError(f"--seeds must be >= 1 and --hours > 0, got {a.seeds} and {a.hours}")
-    cfg = Config(a.seeds, a.hours, a.data_dir, max(a.jobs, 1), not a.no_ablations)
+    seeds, hours = _positive("--seeds", a.seeds), float(_positive("--hours", a.hours))
+    cfg = Config(seeds, hours, a.data_dir, max(a.jobs, 1), not a.no_ablations)
     reproduce(cfg, a.out)
 
 
